@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+// weft — fi_getinfo over the built-in providers, and fi_fabric.
+#include "core/getinfo.hpp"
+
+#include "core/errc.hpp"
+#include "core/info.hpp"
+#include "core/log.hpp"
+#include "core/registry.hpp"
+
+#include <rdma/fi_domain.h>
+
+#include <cstring>
+#include <memory>
+
+namespace weft::core {
+
+namespace {
+
+constexpr uint64_t getinfo_flags = FI_NUMERICHOST | FI_SOURCE | FI_PROV_ATTR_ONLY;
+constexpr uint64_t mr_basic_bits = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+
+struct info_deleter {
+  void operator()(fi_info* i) const noexcept { free_info(i); }
+};
+using info_ptr = std::unique_ptr<fi_info, info_deleter>;
+
+// Callers older than API 1.5 speak of memory registration as the enum
+// FI_MR_BASIC / FI_MR_SCALABLE and of local registration as the mode bit
+// FI_LOCAL_MR; providers speak the mr_mode bits. Translate on the way in...
+void hints_from_old_api(fi_info& h) {
+  if (!h.domain_attr) return;
+  int mode = h.domain_attr->mr_mode;
+  int bits = 0;
+  if (mode == FI_MR_BASIC || mode == FI_MR_UNSPEC) bits |= mr_basic_bits;
+  if (h.mode & FI_LOCAL_MR) bits |= FI_MR_LOCAL;
+  h.domain_attr->mr_mode = bits;
+}
+
+// ...and back on the way out.
+void result_to_old_api(fi_info& i) {
+  if (!i.domain_attr) return;
+  int bits = i.domain_attr->mr_mode;
+  i.domain_attr->mr_mode = (bits & mr_basic_bits) ? FI_MR_BASIC : FI_MR_SCALABLE;
+  if (bits & FI_MR_LOCAL) i.mode |= FI_LOCAL_MR;
+}
+
+fi_info* attr_only_entry(const fi_provider& p, uint32_t version) {
+  fi_info* i = dup_info(nullptr, abi_current);
+  if (!i) return nullptr;
+  i->fabric_attr->prov_name = strdup(p.name);
+  i->fabric_attr->prov_version = p.version;
+  i->fabric_attr->api_version = version;
+  if (!i->fabric_attr->prov_name) {
+    free_info(i);
+    return nullptr;
+  }
+  return i;
+}
+
+}  // namespace
+
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+            const fi_info* hints, fi_info** info) noexcept {
+  if (!info) return to_fi(errc::inval);
+  *info = nullptr;
+  if (FI_VERSION_LT(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), version) ||
+      version < FI_VERSION(1, 0)) {
+    WEFT_WARN(core_provider(), FI_LOG_CORE, "API version %u.%u is not one weft implements",
+              FI_MAJOR(version), FI_MINOR(version));
+    return to_fi(errc::nosys);
+  }
+  if (flags & ~getinfo_flags) {
+    WEFT_WARN(core_provider(), FI_LOG_CORE, "unknown fi_getinfo flags 0x%llx",
+              static_cast<unsigned long long>(flags & ~getinfo_flags));
+    return to_fi(errc::badflags);
+  }
+
+  info_ptr local_hints;
+  if (hints && !FI_VERSION_GE(version, FI_VERSION(1, 5))) {
+    local_hints.reset(dup_info(hints, abi_current));
+    if (!local_hints) return to_fi(errc::nomem);
+    hints_from_old_api(*local_hints);
+    hints = local_hints.get();
+  }
+  const char* want = hints && hints->fabric_attr ? hints->fabric_attr->prov_name : nullptr;
+
+  fi_info* head = nullptr;
+  fi_info** tail = &head;
+  info_ptr result_guard;
+  for (fi_provider* p : active_providers()) {
+    if (want && !provider_name_matches(want, *p)) continue;
+    fi_info* list = nullptr;
+    if (flags & FI_PROV_ATTR_ONLY) {
+      list = attr_only_entry(*p, version);
+      if (!list) return free_info(head), to_fi(errc::nomem);
+    } else {
+      int ret = p->getinfo(version, node, service, flags, hints, &list);
+      if (ret == to_fi(errc::nomem)) return free_info(head), ret;
+      if (ret) continue;  // this provider has nothing that fits
+    }
+    for (fi_info* i = list; i; i = i->next) {
+      if (!i->fabric_attr->prov_name && !(i->fabric_attr->prov_name = strdup(p->name))) {
+        free_info(head);
+        free_info(list);
+        return to_fi(errc::nomem);
+      }
+      i->fabric_attr->prov_version = p->version;
+      i->fabric_attr->api_version = version;
+      if (!FI_VERSION_GE(version, FI_VERSION(1, 5))) result_to_old_api(*i);
+    }
+    *tail = list;
+    while (*tail) tail = &(*tail)->next;
+  }
+  if (!head) return to_fi(errc::nodata);
+  *info = head;
+  return 0;
+}
+
+int open_fabric(fi_fabric_attr* attr, fid_fabric** fabric, void* context) noexcept {
+  if (!attr || !fabric || !attr->prov_name) {
+    WEFT_WARN(core_provider(), FI_LOG_FABRIC, "fi_fabric needs attributes naming a provider");
+    return to_fi(errc::inval);
+  }
+  fi_provider* p = find_provider(attr->prov_name);
+  if (!p) {
+    WEFT_WARN(core_provider(), FI_LOG_FABRIC, "no provider named %s", attr->prov_name);
+    return to_fi(errc::nodev);
+  }
+  if (!attr->api_version) attr->api_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+  return p->fabric(attr, fabric, context);
+}
+
+}  // namespace weft::core
