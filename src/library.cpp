@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: MIT
+// weft — the one place that knows every built-in provider. The core depends
+// on none of them; it asks this table.
+#include "core/registry.hpp"
+
+fi_provider* weft_udp_provider() noexcept;
+
+namespace weft::core {
+
+std::span<const provider_init> builtin_providers() noexcept {
+  static constexpr provider_init table[] = {
+      &weft_udp_provider,
+  };
+  return table;
+}
+
+}  // namespace weft::core

@@ -1,0 +1,665 @@
+// SPDX-License-Identifier: MIT
+// weft — the address vector.
+#include "util/av.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+#include "core/log.hpp"
+#include "util/eq.hpp"
+#include "util/nosys.hpp"
+
+namespace weft::util {
+
+// ---- zeroed_block --------------------------------------------------------
+
+zeroed_block::zeroed_block(size_t bytes) {
+  if (bytes < huge) {
+    p_ = std::calloc(1, bytes);
+    if (!p_) throw std::bad_alloc{};
+    bytes_ = bytes;
+    return;
+  }
+  // Over-map by 2 MiB and trim, so the block starts on a huge-page boundary.
+  size_t size = (bytes + huge - 1) & ~(huge - 1);
+  void* raw =
+      mmap(nullptr, size + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc{};
+  auto base = reinterpret_cast<uintptr_t>(raw);
+  uintptr_t aligned = (base + huge - 1) & ~(huge - 1);
+  if (aligned > base) munmap(raw, aligned - base);
+  if (size_t tail = base + size + huge - (aligned + size))
+    munmap(reinterpret_cast<void*>(aligned + size), tail);
+  p_ = reinterpret_cast<void*>(aligned);
+  bytes_ = size;
+  madvise(p_, size, MADV_HUGEPAGE);  // a request: without THP, plain pages
+}
+
+zeroed_block::~zeroed_block() {
+  if (!p_) return;
+  if (bytes_ < huge)
+    std::free(p_);
+  else
+    munmap(p_, bytes_);
+}
+
+// ---- av_table ----------------------------------------------------------
+
+namespace {
+
+template <size_t N>
+bool equal_n(const uint8_t* a, const uint8_t* b, size_t) noexcept {
+  return std::memcmp(a, b, N) == 0;
+}
+bool equal_any(const uint8_t* a, const uint8_t* b, size_t size) noexcept {
+  return std::memcmp(a, b, size) == 0;
+}
+
+}  // namespace
+
+av_table::av_table(const av_codec& codec)
+    : codec_(codec),
+      entry_size_(codec.entry_size),
+      live_offset_(codec.live_offset),
+      equal_(entry_size_ == 6    ? equal_n<6>
+             : entry_size_ == 22 ? equal_n<22>
+                                 : equal_any) {}
+
+av_table::~av_table() = default;
+
+size_t av_table::bytes() const noexcept {
+  size_t b = chunks_.size() * chunk_entries * entry_size_;
+  b += chunks_.capacity() * sizeof(chunks_[0]);
+  for (size_t cap = dir_cap_; cap; cap /= 2) b += cap * sizeof(uint8_t*);  // every directory
+  b += dirs_.capacity() * sizeof(dirs_[0]);
+  b += block_.bytes();
+  b += free_.capacity() * sizeof(uint32_t);
+  return b;
+}
+
+void av_table::reserve(size_t n) {
+  size_t fresh = n > free_.size() ? n - free_.size() : 0;
+  size_t need = size_t{bound_.load(std::memory_order_relaxed)} + fresh;
+  if (need > chunks_.size() * chunk_entries) grow_chunks(need);
+  uint64_t want = 2 * uint64_t{live_ + n};
+  if (want > cap_) {
+    uint64_t c = std::max<uint64_t>({want, cap_ + cap_ / 5, 64});
+    // Whole huge pages once the index is that large, else 64-slot steps.
+    uint64_t step = c * sizeof(uint32_t) >= zeroed_block::huge ? zeroed_block::huge / 4 : 64;
+    rehash((c + step - 1) / step * step);
+  }
+  // Removals push onto free_: room for all of them now, so remove() cannot
+  // fail. Cheap until something is removed (free_ is then at most the table).
+  if (!free_.empty()) free_.reserve(size_t{bound_.load(std::memory_order_relaxed)});
+}
+
+void av_table::grow_chunks(size_t entries) {
+  size_t want = (entries + chunk_entries - 1) >> chunk_shift;
+  size_t have = chunks_.size();
+  // Allocate everything first; the commit below cannot throw.
+  std::vector<std::unique_ptr<uint8_t[]>> fresh;
+  fresh.reserve(want - have);
+  for (size_t i = have; i < want; ++i)
+    fresh.push_back(std::make_unique<uint8_t[]>(size_t{chunk_entries} * entry_size_));  // zeroed
+  chunks_.reserve(want);
+  std::unique_ptr<uint8_t*[]> bigger;
+  size_t bigger_cap = 0;
+  if (want > dir_cap_) {
+    bigger_cap = std::max<size_t>({want, dir_cap_ * 2, 4});
+    // Directory capacities double from 4, so bytes() can sum them.
+    bigger_cap = std::bit_ceil(bigger_cap);
+    bigger = std::make_unique<uint8_t*[]>(bigger_cap);
+    dirs_.reserve(dirs_.size() + 1);
+  }
+
+  uint8_t** dir = bigger ? bigger.get() : dirs_.back().get();
+  if (bigger && have) std::copy_n(dirs_.back().get(), have, dir);
+  for (auto& c : fresh) {
+    dir[chunks_.size()] = c.get();  // beyond bound_: no reader looks here yet
+    chunks_.push_back(std::move(c));
+  }
+  if (bigger) {
+    dirs_.push_back(std::move(bigger));
+    dir_cap_ = bigger_cap;
+    dir_.store(dir, std::memory_order_release);
+  }
+}
+
+void av_table::rehash(uint64_t new_cap) {
+  zeroed_block fresh(new_cap * sizeof(uint32_t));
+  block_ = std::move(fresh);
+  slots_ = static_cast<uint32_t*>(block_.get());
+  cap_ = new_cap;
+  // Entries in order, homes computed a group ahead and their slots
+  // prefetched: the misses overlap instead of queueing behind each probe.
+  uint32_t bound = bound_.load(std::memory_order_relaxed);
+  constexpr uint32_t group = 16;
+  uint64_t homes[group];
+  for (uint32_t base = 0; base < bound; base += group) {
+    uint32_t n = std::min(group, bound - base);
+    for (uint32_t k = 0; k < n; ++k) {
+      const uint8_t* e = slot_of(base + k);
+      homes[k] = (e[live_offset_] | e[live_offset_ + 1]) ? home(e) : cap_;
+      if (homes[k] != cap_) __builtin_prefetch(&slots_[homes[k]], 1);
+    }
+    for (uint32_t k = 0; k < n; ++k)
+      if (homes[k] != cap_) index_insert_at(base + k, homes[k]);
+  }
+}
+
+void av_table::index_insert_at(uint32_t i, uint64_t pos) noexcept {
+  // No duplicate check (fi_av(3) leaves duplicates undefined): finding a
+  // free slot reads only the index, never other entries.
+  while (slots_[pos]) pos = next(pos);
+  slots_[pos] = i + 1;
+}
+
+void av_table::prefetch(const uint8_t* entry) const noexcept {
+  if (cap_) __builtin_prefetch(&slots_[home(entry)], 1);
+}
+
+uint32_t av_table::add(const uint8_t* entry) noexcept {
+  uint32_t bound = bound_.load(std::memory_order_relaxed);
+  uint32_t i = bound;
+  if (!free_.empty()) {
+    std::pop_heap(free_.begin(), free_.end(), std::greater<>{});
+    i = free_.back();
+    free_.pop_back();
+  }
+  uint8_t* dst = slot_of(i);
+  std::memcpy(dst, entry, entry_size_);
+  index_insert_at(i, home(dst));
+  ++live_;
+  // Publishes the entry to lock-free readers of get().
+  if (i == bound) bound_.store(bound + 1, std::memory_order_release);
+  return i;
+}
+
+bool av_table::remove(uint64_t i) noexcept {
+  if (!get(i)) return false;
+  uint32_t idx = static_cast<uint32_t>(i);
+  uint8_t* e = slot_of(idx);
+  uint64_t hole = home(e);
+  while (slots_[hole] != idx + 1) hole = next(hole);
+  // Backward-shift deletion: pull later members of the probe run into the
+  // hole unless that would put one before its home slot.
+  for (uint64_t j = next(hole);; j = next(j)) {
+    uint32_t s = slots_[j];
+    if (!s) break;
+    uint64_t h = home(slot_of(s - 1));
+    bool stays = hole <= j ? (hole < h && h <= j) : (hole < h || h <= j);
+    if (stays) continue;
+    slots_[hole] = s;
+    hole = j;
+  }
+  slots_[hole] = 0;
+  std::memset(e, 0, entry_size_);
+  --live_;
+  free_.push_back(idx);  // capacity reserved by the caller (reserve_removals)
+  std::push_heap(free_.begin(), free_.end(), std::greater<>{});
+  return true;
+}
+
+void av_table::reserve_removals(size_t n) {
+  free_.reserve(free_.size() + std::min(n, live_));
+}
+
+uint32_t av_table::find(const uint8_t* entry) const noexcept {
+  if (!cap_) return none;
+  for (uint64_t pos = home(entry);; pos = next(pos)) {
+    uint32_t s = slots_[pos];
+    if (!s) return none;
+    if (equal_(slot_of(s - 1), entry, entry_size_)) return s - 1;
+  }
+}
+
+// ---- av: the ops table -------------------------------------------------
+
+namespace {
+
+const fi_provider* prov_of(const av* a) noexcept {
+  return a->dom().provider();
+}
+
+// One table per lock policy; the thunks keep exceptions (bad_alloc) inside.
+template <class Lock>
+struct av_ops {
+  static av* self(fid_av* a) noexcept { return av::from(a); }
+  static int insert(fid_av* a, const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags,
+                    void* context) noexcept {
+    return abi_guard(
+        [&] { return self(a)->template insert<Lock>(addr, count, fi_addr, flags, context); });
+  }
+  static int insertsvc(fid_av* a, const char* node, const char* service, fi_addr_t* fi_addr,
+                       uint64_t flags, void* context) noexcept {
+    return abi_guard(
+        [&] { return self(a)->template insertsvc<Lock>(node, service, fi_addr, flags, context); });
+  }
+  static int insertsym(fid_av* a, const char* node, size_t nodecnt, const char* service,
+                       size_t svccnt, fi_addr_t* fi_addr, uint64_t flags, void* context) noexcept {
+    return abi_guard([&] {
+      return self(a)->template insertsym<Lock>(node, nodecnt, service, svccnt, fi_addr, flags,
+                                               context);
+    });
+  }
+  static int remove(fid_av* a, fi_addr_t* fi_addr, size_t count, uint64_t flags) noexcept {
+    return abi_guard([&] { return self(a)->template remove<Lock>(fi_addr, count, flags); });
+  }
+  static int lookup(fid_av* a, fi_addr_t fi_addr, void* addr, size_t* addrlen) noexcept {
+    return abi_guard([&] { return self(a)->template lookup<Lock>(fi_addr, addr, addrlen); });
+  }
+  static const char* straddr(fid_av* a, const void* addr, char* buf, size_t* len) noexcept {
+    return self(a)->straddr(addr, buf, len);
+  }
+  static constexpr fi_ops_av table = {
+      .size = sizeof(fi_ops_av),
+      .insert = insert,
+      .insertsvc = insertsvc,
+      .insertsym = insertsym,
+      .remove = remove,
+      .lookup = lookup,
+      .straddr = straddr,
+      WEFT_NOSYS(fi_ops_av, av_set),
+      WEFT_NOSYS(fi_ops_av, insert_auth_key),
+      WEFT_NOSYS(fi_ops_av, lookup_auth_key),
+      WEFT_NOSYS(fi_ops_av, set_user_id),
+  };
+};
+
+// fi_av_open's count is a hint; beyond this the table grows as it fills
+// rather than committing memory for a guess.
+constexpr size_t count_hint_cap = size_t{1} << 22;
+
+// fi_av_insert with FI_SYNC_ERR: context is an int array of per-address
+// results; fi_av_remove and friends take no other flags.
+constexpr uint64_t insert_flags = FI_MORE | FI_SYNC_ERR;
+constexpr uint64_t open_flags = FI_EVENT | FI_READ | FI_SYMMETRIC;
+
+}  // namespace
+
+int av::open(domain& dom, fi_av_attr* attr, fid_av** out, void* context) noexcept {
+  const fi_provider* prov = dom.provider();
+  if (!attr || !out) {
+    WEFT_WARN(prov, FI_LOG_AV, "fi_av_open: %s is NULL", attr ? "av" : "attr");
+    return to_fi(errc::inval);
+  }
+  const av_codec* codec = dom.hooks().codec ? dom.hooks().codec(dom) : nullptr;
+  if (!codec) {
+    WEFT_WARN(prov, FI_LOG_AV, "no address vector for address format %u", dom.addr_format());
+    return to_fi(errc::nosys);
+  }
+  // The raw value: an application may store anything in the enum.
+  std::underlying_type_t<fi_av_type> raw;
+  std::memcpy(&raw, &attr->type, sizeof raw);
+  if (raw != FI_AV_UNSPEC && raw != FI_AV_MAP && raw != FI_AV_TABLE) {
+    WEFT_WARN(prov, FI_LOG_AV, "unknown AV type %d", static_cast<int>(raw));
+    return to_fi(errc::inval);
+  }
+  fi_av_type type = attr->type;
+  if (type != FI_AV_UNSPEC && dom.av_type() != FI_AV_UNSPEC && type != dom.av_type()) {
+    WEFT_WARN(prov, FI_LOG_AV, "AV type %d, but the domain was opened for type %d",
+              static_cast<int>(type), static_cast<int>(dom.av_type()));
+    return to_fi(errc::inval);
+  }
+  if (attr->flags & ~open_flags) {
+    WEFT_WARN(prov, FI_LOG_AV, "unsupported AV flags %#llx",
+              static_cast<unsigned long long>(attr->flags & ~open_flags));
+    return to_fi(errc::badflags);
+  }
+  if (attr->rx_ctx_bits != 0) {
+    WEFT_WARN(prov, FI_LOG_AV, "rx_ctx_bits %d: scalable endpoints are not supported",
+              attr->rx_ctx_bits);
+    return to_fi(attr->rx_ctx_bits < 0 ? errc::inval : errc::nosys);
+  }
+  if ((attr->flags & FI_READ) && !attr->name) {
+    WEFT_WARN(prov, FI_LOG_AV, "FI_READ opens an existing named AV, and no name was given");
+    return to_fi(errc::inval);
+  }
+  if (attr->name) {
+    WEFT_WARN(prov, FI_LOG_AV, "named (shared) AV \"%s\" is not supported", attr->name);
+    return to_fi(errc::nosys);
+  }
+  if (type == FI_AV_UNSPEC) type = dom.av_type() != FI_AV_UNSPEC ? dom.av_type() : FI_AV_TABLE;
+  fi_av_attr a = *attr;
+  a.type = type;
+  int rc = abi_guard([&] {
+    *out = new av(dom, *codec, a, context);
+    return 0;
+  });
+  if (rc == 0) attr->type = type;  // fi_av(3): FI_AV_UNSPEC reports the type chosen
+  return rc;
+}
+
+av::av(domain& dom, const av_codec& codec, const fi_av_attr& attr, void* context)
+    : fid_object(FI_CLASS_AV, context),
+      domain_(&dom),
+      codec_(&codec),
+      type_(attr.type),
+      events_(attr.flags & FI_EVENT),
+      table_(codec) {
+  // AVs are not among the objects FI_THREAD_COMPLETION makes the application
+  // serialise (fi_domain(3) names endpoints, contexts, CQs, counters, wait
+  // and poll sets), so only FI_THREAD_DOMAIN lets the AV go unlocked.
+  auto install = [this]<class Lock>() {
+    ops = writable(av_ops<Lock>::table);
+    reverse_ = &av::reverse_as<Lock>;
+  };
+  if (dom.threading() == FI_THREAD_DOMAIN)
+    install.template operator()<null_lock>();
+  else
+    install.template operator()<mutex_lock>();
+  table_.reserve(std::min(attr.count, count_hint_cap));
+}
+
+av::~av() = default;
+
+int av::close() {
+  if (busy()) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "AV still bound to %d endpoints", refs());
+    return to_fi(errc::busy);
+  }
+  delete this;
+  return 0;
+}
+
+int av::bind(struct fid* bfid, uint64_t flags) {
+  if (!is_class(bfid, FI_CLASS_EQ)) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "an AV binds only to an event queue");
+    return to_fi(errc::inval);
+  }
+  if (flags) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_bind flags are reserved, got %#llx",
+              static_cast<unsigned long long>(flags));
+    return to_fi(errc::badflags);
+  }
+  std::lock_guard g{mutex_};
+  if (eq_) return to_fi(errc::already);
+  eq_.reset(eq::from(bfid));
+  return 0;
+}
+
+template <class Lock>
+fi_addr_t av::reverse_as(const av& self, const uint8_t* e) noexcept {
+  [[maybe_unused]] auto g = self.guard<Lock>();
+  uint32_t i = self.table_.find(e);
+  return i == av_table::none ? FI_ADDR_NOTAVAIL : fi_addr_t{i};
+}
+
+const char* av::straddr(const void* addr, char* buf, size_t* len) noexcept {
+  if (!addr || !len || (!buf && *len)) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_straddr: %s is NULL",
+              !addr  ? "addr"
+              : !len ? "len"
+                     : "buf");
+    return nullptr;
+  }
+  size_t need = codec_->straddr(addr, buf, *len);
+  if (!need) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_straddr: not an address of format %u",
+              codec_->addr_format);
+    return nullptr;
+  }
+  *len = need;
+  return buf;
+}
+
+template <class Lock>
+int av::lookup(fi_addr_t fi_addr, void* addr, size_t* addrlen) {
+  if (!addrlen || (!addr && *addrlen)) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_lookup: %s is NULL", addrlen ? "addr" : "addrlen");
+    return to_fi(errc::inval);
+  }
+  [[maybe_unused]] auto g = guard<Lock>();
+  const uint8_t* e = table_.get(fi_addr);
+  if (!e) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_lookup: %#llx is not an address of this AV",
+              static_cast<unsigned long long>(fi_addr));
+    return to_fi(errc::inval);
+  }
+  // fi_av(3): a short buffer gets a truncated address, and addrlen the size
+  // needed; the call still succeeds.
+  *addrlen = codec_->decode(e, addr, *addrlen);
+  return 0;
+}
+
+template <class Lock>
+int av::remove(fi_addr_t* fi_addr, size_t count, uint64_t flags) {
+  if (flags) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_remove flags are reserved, got %#llx",
+              static_cast<unsigned long long>(flags));
+    return to_fi(errc::badflags);
+  }
+  if (!count) return 0;
+  if (!fi_addr) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_remove: fi_addr is NULL");
+    return to_fi(errc::inval);
+  }
+  [[maybe_unused]] auto g = guard<Lock>();
+  table_.reserve_removals(count);
+  size_t bad = 0;
+  fi_addr_t first_bad = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (table_.remove(fi_addr[i])) continue;
+    if (!bad++) first_bad = fi_addr[i];
+  }
+  if (!bad) return 0;
+  // The valid addresses are gone either way; the call reports the rest.
+  WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_remove: %zu of %zu not in the AV (first %#llx)", bad,
+            count, static_cast<unsigned long long>(first_bad));
+  return to_fi(errc::inval);
+}
+
+int av::check_insert_flags(uint64_t flags, void* context) const noexcept {
+  if (flags & ~insert_flags) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "unsupported insert flags %#llx%s",
+              static_cast<unsigned long long>(flags & ~insert_flags),
+              (flags & FI_AV_USER_ID) ? " (FI_AV_USER_ID)" : "");
+    return to_fi(errc::badflags);
+  }
+  if ((flags & FI_SYNC_ERR) && events_) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "FI_SYNC_ERR on an AV opened with FI_EVENT");
+    return to_fi(errc::badflags);
+  }
+  if ((flags & FI_SYNC_ERR) && !context) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "FI_SYNC_ERR needs an int array as context");
+    return to_fi(errc::inval);
+  }
+  if (events_ && !eq_) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "AV opened with FI_EVENT has no EQ bound");
+    return to_fi(errc::noeq);
+  }
+  return 0;
+}
+
+template <class Lock, class Source>
+int av::add_all(size_t n, Source&& source, fi_addr_t* fi_addr, uint64_t flags, void* context) {
+  int* errs = (flags & FI_SYNC_ERR) ? static_cast<int*>(context) : nullptr;
+  auto fail_all = [&](errc code) {
+    for (size_t i = 0; i < n; ++i) {
+      if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
+      if (errs) errs[i] = static_cast<int>(code);
+    }
+    return to_fi(code);
+  };
+  [[maybe_unused]] auto g = guard<Lock>();
+  try {
+    table_.reserve(n);
+  } catch (const std::bad_alloc&) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "out of memory growing the AV by %zu entries", n);
+    return fail_all(errc::nomem);
+  }
+  // Encoded a group at a time, with the index slots prefetched before the
+  // adds: a million-peer insert is bound by cache misses, not by work.
+  constexpr size_t group = 16;
+  size_t size = codec_->entry_size;
+  std::vector<uint8_t> buf(group * size);
+  int err[group];
+  std::vector<std::pair<size_t, int>> failed;  // FI_EVENT: reported after the loop
+  size_t ok = 0, bad = 0;
+  int first_err = 0;
+  for (size_t base = 0; base < n; base += group) {
+    size_t m = std::min(group, n - base);
+    for (size_t k = 0; k < m; ++k)
+      if (!(err[k] = source(base + k, &buf[k * size]))) table_.prefetch(&buf[k * size]);
+    for (size_t k = 0; k < m; ++k) {
+      size_t i = base + k;
+      fi_addr_t a = FI_ADDR_NOTAVAIL;
+      if (!err[k]) {
+        a = table_.add(&buf[k * size]);
+        ++ok;
+      } else {
+        if (!bad++) first_err = err[k];
+        if (events_) failed.emplace_back(i, err[k]);
+      }
+      if (fi_addr) fi_addr[i] = a;
+      if (errs) errs[i] = err[k];
+    }
+  }
+  if (bad)
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "%zu of %zu addresses not inserted (first: %s)", bad, n,
+              fi_strerror(first_err));
+  if (!events_) return static_cast<int>(ok);
+  return report<Lock>(n, failed, ok, fi_addr, context);
+}
+
+// FI_EVENT: the insert is done; fi_av(3) wants one error entry per failed
+// address, then one FI_AV_COMPLETE whose data counts the successes.
+template <class Lock>
+int av::report(size_t n, const std::vector<std::pair<size_t, int>>& failed, size_t ok,
+               fi_addr_t* fi_addr, void* context) {
+  int rc = 0;
+  for (auto [index, err] : failed) {
+    fi_eq_err_entry ee{};
+    ee.fid = as_fid();
+    ee.context = context;
+    ee.data = index;
+    ee.err = err;
+    if ((rc = eq_->write_error(ee)) != 0) break;
+  }
+  if (!rc) {
+    fi_eq_entry done{as_fid(), context, ok};
+    rc = eq_->write_event(FI_AV_COMPLETE, &done, sizeof done, 0);
+  }
+  if (!rc) return 0;
+  // The EQ is full: the insert cannot be reported, so it is undone.
+  WEFT_WARN(prov_of(this), FI_LOG_AV, "event queue full: insert of %zu addresses undone", n);
+  if (fi_addr) {
+    table_.reserve_removals(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (fi_addr[i] != FI_ADDR_NOTAVAIL) table_.remove(fi_addr[i]);
+      fi_addr[i] = FI_ADDR_NOTAVAIL;
+    }
+  }
+  return rc;
+}
+
+template <class Lock>
+int av::insert(const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags, void* context) {
+  if (int rc = check_insert_flags(flags, context)) return rc;
+  if (!count) return events_ ? report<Lock>(0, {}, 0, fi_addr, context) : 0;
+  if (!addr || (!fi_addr && type_ == FI_AV_MAP) || count > INT_MAX) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_insert: %s",
+              !addr             ? "addr is NULL"
+              : count > INT_MAX ? "count too large"
+                                : "fi_addr is NULL for an FI_AV_MAP");
+    return to_fi(errc::inval);
+  }
+  if (count > av_table::max_entries - table_.live()) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_insert: %zu more addresses exceed the AV", count);
+    return to_fi(errc::nospc);
+  }
+  const auto* base = static_cast<const uint8_t*>(addr);
+  size_t stride = codec_->stride(addr);
+  auto encode = [&](size_t i, uint8_t* e) { return -codec_->encode(base + i * stride, e); };
+  return add_all<Lock>(count, encode, fi_addr, flags, context);
+}
+
+template <class Lock>
+int av::add_resolved(const std::vector<uint8_t>& entries, const std::vector<int>& errs,
+                     fi_addr_t* fi_addr, uint64_t flags, void* context) {
+  size_t size = codec_->entry_size;
+  auto copy = [&](size_t i, uint8_t* e) {
+    if (errs[i]) return errs[i];
+    std::memcpy(e, entries.data() + i * size, size);
+    return 0;
+  };
+  return add_all<Lock>(errs.size(), copy, fi_addr, flags, context);
+}
+
+template <class Lock>
+int av::insertsvc(const char* node, const char* service, fi_addr_t* fi_addr, uint64_t flags,
+                  void* context) {
+  if (int rc = check_insert_flags(flags, context)) return rc;
+  if (!codec_->resolve) return to_fi(errc::nosys);
+  bool addr_str = node && std::strstr(node, "://");
+  if (!node || addr_str == (service != nullptr) || (!fi_addr && type_ == FI_AV_MAP)) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_insertsvc: %s",
+              !node      ? "node is NULL"
+              : addr_str ? "service must be NULL with an FI_ADDR_STR node"
+              : !service ? "service is NULL"
+                         : "fi_addr is NULL for an FI_AV_MAP");
+    return to_fi(errc::inval);
+  }
+  std::vector<uint8_t> entries(codec_->entry_size);
+  std::vector<int> errs(1);
+  // Resolution may block on DNS: outside the lock.
+  errs[0] = -codec_->resolve(node, service, entries.data());
+  if (errs[0])
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "cannot resolve %s%s%s: %s", node, service ? ":" : "",
+              service ? service : "", fi_strerror(errs[0]));
+  return add_resolved<Lock>(entries, errs, fi_addr, flags, context);
+}
+
+template <class Lock>
+int av::insertsym(const char* node, size_t nodecnt, const char* service, size_t svccnt,
+                  fi_addr_t* fi_addr, uint64_t flags, void* context) {
+  if (int rc = check_insert_flags(flags, context)) return rc;
+  if (!codec_->resolve || !codec_->step_node) return to_fi(errc::nosys);
+  const fi_provider* prov = prov_of(this);
+  if (!node || !service || (!fi_addr && type_ == FI_AV_MAP)) {
+    WEFT_WARN(prov, FI_LOG_AV, "fi_av_insertsym: %s is NULL",
+              !node      ? "node"
+              : !service ? "service"
+                         : "fi_addr");
+    return to_fi(errc::inval);
+  }
+  if (!nodecnt || !svccnt) return events_ ? report<Lock>(0, {}, 0, fi_addr, context) : 0;
+  if (nodecnt > INT_MAX / svccnt) {
+    WEFT_WARN(prov, FI_LOG_AV, "fi_av_insertsym: %zu x %zu addresses", nodecnt, svccnt);
+    return to_fi(errc::inval);
+  }
+  char* end = nullptr;
+  unsigned long port = std::strtoul(service, &end, 10);
+  bool numeric = *service && *end == '\0' && port <= 65535;
+  char name[1025];  // NI_MAXHOST
+  bool bad_service = !numeric && svccnt > 1;
+  if (bad_service || (nodecnt > 1 && codec_->step_node(node, 1, name, sizeof name) != 0)) {
+    WEFT_WARN(prov, FI_LOG_AV, "fi_av_insertsym: %s has no number to count from",
+              bad_service ? service : node);
+    return to_fi(errc::inval);
+  }
+  size_t total = nodecnt * svccnt, size = codec_->entry_size;
+  std::vector<uint8_t> entries(total * size);
+  std::vector<int> errs(total);
+  // Resolution may block on DNS: outside the lock.
+  for (size_t i = 0; i < nodecnt; ++i) {
+    int step_rc = codec_->step_node(node, i, name, sizeof name);
+    for (size_t j = 0; j < svccnt; ++j) {
+      size_t k = i * svccnt + j;
+      if (step_rc || (numeric && port + j > 65535)) {
+        errs[k] = FI_EINVAL;
+        continue;
+      }
+      std::string svc = numeric ? std::to_string(port + j) : std::string{service};
+      errs[k] = -codec_->resolve(name, svc.c_str(), entries.data() + k * size);
+    }
+  }
+  return add_resolved<Lock>(entries, errs, fi_addr, flags, context);
+}
+
+}  // namespace weft::util

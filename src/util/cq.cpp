@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: MIT
+// weft — the completion queue every provider uses.
+#include "util/cq.hpp"
+
+#include "core/log.hpp"
+
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sys/epoll.h>
+
+namespace weft::util {
+
+namespace {
+
+constexpr size_t default_cq_size = 1024;
+constexpr size_t max_cq_size = size_t{1} << 24;
+
+// Copies one completion into the caller's format; the format is a template
+// argument, so the read loop compiles to straight-line stores.
+template <fi_cq_format F>
+struct format_of;
+template <>
+struct format_of<FI_CQ_FORMAT_CONTEXT> {
+  using type = fi_cq_entry;
+  static void fill(type& o, const cq_entry& e) noexcept { o.op_context = e.op_context; }
+};
+template <>
+struct format_of<FI_CQ_FORMAT_MSG> {
+  using type = fi_cq_msg_entry;
+  static void fill(type& o, const cq_entry& e) noexcept {
+    o.op_context = e.op_context;
+    o.flags = e.flags;
+    o.len = e.len;
+  }
+};
+template <>
+struct format_of<FI_CQ_FORMAT_DATA> {
+  using type = fi_cq_data_entry;
+  static void fill(type& o, const cq_entry& e) noexcept {
+    o.op_context = e.op_context;
+    o.flags = e.flags;
+    o.len = e.len;
+    o.buf = e.buf;
+    o.data = e.data;
+  }
+};
+template <>
+struct format_of<FI_CQ_FORMAT_TAGGED> {
+  using type = fi_cq_tagged_entry;
+  static void fill(type& o, const cq_entry& e) noexcept {
+    o.op_context = e.op_context;
+    o.flags = e.flags;
+    o.len = e.len;
+    o.buf = e.buf;
+    o.data = e.data;
+    o.tag = e.tag;
+  }
+};
+
+// The fi_ops_cq table of one (lock policy, format) instantiation.
+template <class Lock, fi_cq_format F>
+struct cq_ops {
+  static ssize_t read(fid_cq* c, void* buf, size_t count) noexcept {
+    return cq::from(c)->read<Lock, F>(buf, count, nullptr);
+  }
+  static ssize_t readfrom(fid_cq* c, void* buf, size_t count, fi_addr_t* src) noexcept {
+    return cq::from(c)->read<Lock, F>(buf, count, src);
+  }
+  static ssize_t readerr(fid_cq* c, fi_cq_err_entry* buf, uint64_t flags) noexcept {
+    return cq::from(c)->readerr<Lock>(buf, flags);
+  }
+  static ssize_t sread(fid_cq* c, void* buf, size_t count, const void* cond,
+                       int timeout) noexcept {
+    return cq::from(c)->sread<Lock, F>(buf, count, nullptr, cond, timeout);
+  }
+  static ssize_t sreadfrom(fid_cq* c, void* buf, size_t count, fi_addr_t* src,
+                           const void* cond, int timeout) noexcept {
+    return cq::from(c)->sread<Lock, F>(buf, count, src, cond, timeout);
+  }
+  static int signal(fid_cq* c) noexcept { return cq::from(c)->signal(); }
+  static const char* strerror(fid_cq* c, int prov_errno, const void* err_data, char* buf,
+                              size_t len) noexcept {
+    return cq::from(c)->strerror(prov_errno, err_data, buf, len);
+  }
+  static constexpr fi_ops_cq table = {
+      .size = sizeof(fi_ops_cq),
+      .read = read,
+      .readfrom = readfrom,
+      .readerr = readerr,
+      .sread = sread,
+      .sreadfrom = sreadfrom,
+      .signal = signal,
+      .strerror = strerror,
+  };
+};
+
+template <class Lock>
+const fi_ops_cq* ops_for(fi_cq_format f) noexcept {
+  switch (f) {
+    case FI_CQ_FORMAT_CONTEXT: return &cq_ops<Lock, FI_CQ_FORMAT_CONTEXT>::table;
+    case FI_CQ_FORMAT_MSG: return &cq_ops<Lock, FI_CQ_FORMAT_MSG>::table;
+    case FI_CQ_FORMAT_DATA: return &cq_ops<Lock, FI_CQ_FORMAT_DATA>::table;
+    case FI_CQ_FORMAT_TAGGED: return &cq_ops<Lock, FI_CQ_FORMAT_TAGGED>::table;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+int cq::open(domain& dom, fi_cq_attr* attr, fid_cq** out, void* context) noexcept {
+  auto* prov = dom.provider();
+  if (!attr || !out) {
+    WEFT_WARN(prov, FI_LOG_CQ, "fi_cq_open needs attributes and a result pointer");
+    return to_fi(errc::inval);
+  }
+  fi_cq_attr a = *attr;
+  if (a.format == FI_CQ_FORMAT_UNSPEC) a.format = FI_CQ_FORMAT_CONTEXT;
+  if (a.format < FI_CQ_FORMAT_CONTEXT || a.format > FI_CQ_FORMAT_TAGGED) {
+    WEFT_WARN(prov, FI_LOG_CQ, "unknown CQ format %d", static_cast<int>(a.format));
+    return to_fi(errc::inval);
+  }
+  if (a.size > max_cq_size) {
+    WEFT_WARN(prov, FI_LOG_CQ, "CQ size %zu exceeds the maximum %zu", a.size, max_cq_size);
+    return to_fi(errc::inval);
+  }
+  if (a.flags & ~static_cast<uint64_t>(FI_AFFINITY)) {
+    WEFT_WARN(prov, FI_LOG_CQ, "unsupported CQ flags 0x%llx",
+              static_cast<unsigned long long>(a.flags));
+    return to_fi(errc::badflags);
+  }
+  switch (a.wait_obj) {
+    case FI_WAIT_NONE:
+    case FI_WAIT_UNSPEC:
+    case FI_WAIT_FD:
+    case FI_WAIT_MUTEX_COND: break;
+    case FI_WAIT_SET:
+      if (!a.wait_set || !is_class(&a.wait_set->fid, FI_CLASS_WAIT)) {
+        WEFT_WARN(prov, FI_LOG_CQ, "FI_WAIT_SET needs a wait set in attr->wait_set");
+        return to_fi(errc::inval);
+      }
+      break;
+    default:
+      WEFT_WARN(prov, FI_LOG_CQ, "CQ wait object %d is not supported",
+                static_cast<int>(a.wait_obj));
+      return to_fi(errc::nosys);
+  }
+  if (a.wait_cond != FI_CQ_COND_NONE && a.wait_cond != FI_CQ_COND_THRESHOLD) {
+    WEFT_WARN(prov, FI_LOG_CQ, "unknown CQ wait condition %d", static_cast<int>(a.wait_cond));
+    return to_fi(errc::inval);
+  }
+  return abi_guard([&]() -> int {
+    auto c = std::make_unique<cq>(dom, a, context);
+    if (a.wait_obj != FI_WAIT_NONE) {
+      if (errc e = c->wait_.open(); e != errc::ok) return to_fi(e);
+    }
+    if (a.wait_obj == FI_WAIT_SET) {
+      auto* set = wait_set::from(&a.wait_set->fid);
+      if (errc e = c->wait_set_.bind(*set, cq_wait_member(c->as_fid())); e != errc::ok)
+        return to_fi(e);
+      // Writers tell the set, so a thread in fi_wait wakes.
+      c->signal_on_write_.fetch_add(1, std::memory_order_relaxed);
+    }
+    c->ops = const_cast<fi_ops_cq*>(with_lock_policy(
+        dom.threading(), [&]<class Lock>() { return ops_for<Lock>(a.format); }));
+    *out = c.release();
+    return 0;
+  });
+}
+
+cq::cq(domain& dom, const fi_cq_attr& attr, void* context)
+    : fid_object(FI_CLASS_CQ, context),
+      domain_(&dom),
+      format_(attr.format),
+      wait_obj_(attr.wait_obj) {
+  size_t size = attr.size ? attr.size : default_cq_size;
+  size_t cap = std::bit_ceil(size);
+  ring_ = std::make_unique<cq_entry[]>(cap);
+  mask_ = cap - 1;
+}
+
+cq::~cq() {
+  pthread_cond_destroy(&export_cond_);
+  pthread_mutex_destroy(&export_mutex_);
+}
+
+int cq::close() {
+  if (busy()) {
+    WEFT_WARN(domain_->provider(), FI_LOG_CQ, "CQ still has %d endpoints or sets bound", refs());
+    return to_fi(errc::busy);
+  }
+  delete this;
+  return 0;
+}
+
+errc cq::add_wait_fd(int fd) noexcept {
+  return wait_.is_open() ? wait_.add(fd, EPOLLIN) : errc::ok;
+}
+
+void cq::remove_wait_fd(int fd) noexcept {
+  if (wait_.is_open()) wait_.remove(fd);
+}
+
+bool cq::push_error(const fi_cq_err_entry& e) noexcept {
+  if (tail_ - head_ > mask_) return false;
+  try {
+    error_record rec{e, {}};
+    if (e.err_data && e.err_data_size) {
+      auto* p = static_cast<const uint8_t*>(e.err_data);
+      rec.data.assign(p, p + e.err_data_size);
+    }
+    errors_.push_back(std::move(rec));
+  } catch (...) {
+    return false;
+  }
+  cq_entry marker{};
+  marker.error = 1;
+  ring_[tail_ & mask_] = marker;
+  ++tail_;
+  return true;
+}
+
+template <class Lock, fi_cq_format F>
+ssize_t cq::read(void* buf, size_t count, fi_addr_t* src) noexcept {
+  using out_t = typename format_of<F>::type;
+  if (!buf && count) return to_fi(errc::inval);
+  progress_.run<Lock>();
+  [[maybe_unused]] auto g = guard<Lock>();
+  // Markers of errors already taken by fi_cq_readerr are skipped.
+  while (errors_taken_ && head_ != tail_ && ring_[head_ & mask_].error) {
+    ++head_;
+    --errors_taken_;
+  }
+  if (head_ == tail_) return to_fi(errc::again);
+  if (ring_[head_ & mask_].error) return to_fi(errc::avail);
+  auto* out = static_cast<out_t*>(buf);
+  size_t n = 0;
+  while (n < count && head_ != tail_) {
+    const cq_entry& e = ring_[head_ & mask_];
+    if (e.error) break;
+    format_of<F>::fill(out[n], e);
+    if (src) src[n] = e.src;
+    ++n;
+    ++head_;
+  }
+  return static_cast<ssize_t>(n);
+}
+
+template <class Lock>
+ssize_t cq::readerr(fi_cq_err_entry* buf, uint64_t flags) noexcept {
+  if (!buf) return to_fi(errc::inval);
+  if (flags) return to_fi(errc::badflags);
+  progress_.run<Lock>();
+  [[maybe_unused]] auto g = guard<Lock>();
+  if (errors_.empty()) return to_fi(errc::again);
+  error_record& rec = errors_.front();
+  uint32_t api = domain_->api_version();
+  // Callers older than API 1.20 know an 80-byte entry without src_addr.
+  size_t size = FI_VERSION_GE(api, FI_VERSION(1, 20)) ? sizeof(fi_cq_err_entry)
+                                                       : offsetof(fi_cq_err_entry, src_addr);
+  void* user_data = nullptr;
+  size_t user_size = 0;
+  if (FI_VERSION_GE(api, FI_VERSION(1, 5))) {
+    user_data = buf->err_data;
+    user_size = buf->err_data_size;
+  }
+  std::memcpy(static_cast<void*>(buf), &rec.entry, size);
+  if (user_data && user_size) {
+    size_t n = std::min(user_size, rec.data.size());
+    std::memcpy(user_data, rec.data.data(), n);
+    buf->err_data = user_data;
+    buf->err_data_size = n;
+  } else {
+    err_buf_.swap(rec.data);  // valid until the next readerr
+    buf->err_data = err_buf_.empty() ? nullptr : err_buf_.data();
+    buf->err_data_size = err_buf_.size();
+  }
+  errors_.pop_front();
+  // Consume the matching marker now if it is at the head, else later.
+  if (head_ != tail_ && ring_[head_ & mask_].error)
+    ++head_;
+  else
+    ++errors_taken_;
+  return 1;
+}
+
+template <class Lock, fi_cq_format F>
+ssize_t cq::sread(void* buf, size_t count, fi_addr_t* src, const void* cond,
+                  int timeout) noexcept {
+  if (!wait_.is_open()) {
+    WEFT_WARN(domain_->provider(), FI_LOG_CQ, "fi_cq_sread on a CQ without a wait object");
+    return to_fi(errc::nosys);
+  }
+  size_t threshold = 1;
+  if (cond) threshold = std::max<size_t>(1, *static_cast<const size_t*>(cond));
+  threshold = std::min(threshold, count);
+  uint64_t start = now_ns();
+  signal_on_write_.fetch_add(1, std::memory_order_acq_rel);
+  ssize_t ret;
+  for (;;) {
+    {
+      // Threshold reads wait until enough entries are queued.
+      progress_.run<Lock>();
+      [[maybe_unused]] auto g = guard<Lock>();
+      size_t avail = tail_ - head_;
+      bool error_first = avail && ring_[head_ & mask_].error;
+      if (avail < threshold && !error_first) avail = 0;
+      if (avail) ret = 1;
+      else ret = 0;
+    }
+    if (ret) {
+      ret = read<Lock, F>(buf, count, src);
+      if (ret != to_fi(errc::again)) break;
+    }
+    int left = remaining_ms(timeout, start);
+    if (left == 0) {
+      ret = to_fi(errc::again);
+      break;
+    }
+    errc w = wait_.wait(left);
+    if (w == errc::ok && signaled_.exchange(false)) {
+      // fi_cq_signal: return to the caller even with nothing to read.
+      ret = read<Lock, F>(buf, count, src);
+      break;
+    }
+  }
+  signal_on_write_.fetch_sub(1, std::memory_order_acq_rel);
+  return ret;
+}
+
+wait_member cq_wait_member(struct fid* f) noexcept {
+  cq* c = cq::from(f);
+  wait_member m;
+  m.owner = f;
+  m.waiter = c->waiter();
+  m.progress = &c->progress_;
+  m.has_event = [](struct fid* o) noexcept { return cq::from(o)->has_events(); };
+  m.dom = c->domain_.get();
+  m.links = &c->poll_links_;
+  return m;
+}
+
+void cq::wake_slow() noexcept {
+  wait_.signal();
+  wait_set_.notify();
+  if (wait_obj_ == FI_WAIT_MUTEX_COND && fd_exported_) {
+    pthread_mutex_lock(&export_mutex_);
+    pthread_cond_broadcast(&export_cond_);
+    pthread_mutex_unlock(&export_mutex_);
+  }
+}
+
+int cq::signal() noexcept {
+  if (!wait_.is_open()) return to_fi(errc::nosys);
+  signaled_.store(true);
+  wait_.signal();
+  return 0;
+}
+
+const char* cq::strerror(int prov_errno, const void*, char* buf, size_t len) noexcept {
+  const char* text = fi_strerror(prov_errno);
+  if (buf && len) {
+    std::snprintf(buf, len, "%s", text);
+    return buf;
+  }
+  return text;
+}
+
+int cq::control(int command, void* arg) {
+  switch (command) {
+    case FI_GETWAITOBJ:
+      if (!arg) return to_fi(errc::inval);
+      *static_cast<fi_wait_obj*>(arg) = wait_obj_ == FI_WAIT_UNSPEC ? FI_WAIT_FD : wait_obj_;
+      return 0;
+    case FI_GETWAIT:
+      if (!arg) return to_fi(errc::inval);
+      if (wait_obj_ == FI_WAIT_NONE) return to_fi(errc::nosys);
+      if (wait_obj_ == FI_WAIT_MUTEX_COND) {
+        auto* mc = static_cast<fi_mutex_cond*>(arg);
+        mc->mutex = &export_mutex_;
+        mc->cond = &export_cond_;
+      } else {
+        *static_cast<int*>(arg) = wait_.fd();
+      }
+      // From now on the application may sleep on it: writers must signal.
+      if (!fd_exported_) {
+        fd_exported_ = true;
+        signal_on_write_.fetch_add(1, std::memory_order_acq_rel);
+      }
+      return 0;
+    default: return to_fi(errc::nosys);
+  }
+}
+
+}  // namespace weft::util

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+// weft — the completion queue every provider uses.
+//
+// Completions live in a ring of internal entries sized at open (never grown,
+// never dropped: a provider checks room before it starts an operation that
+// will complete). Errors go to a side queue, with a marker in the ring so that
+// fi_cq_read answers -FI_EAVAIL exactly when the oldest completion is an error.
+// The read path is instantiated per entry format and lock policy; the ops table
+// of the right instantiation is installed at open.
+#pragma once
+
+#include "util/domain.hpp"
+#include "util/lock.hpp"
+#include "util/object.hpp"
+#include "util/progress.hpp"
+#include "util/wait.hpp"
+#include "util/wait_set.hpp"
+
+#include <rdma/fi_eq.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <vector>
+
+namespace weft::util {
+
+// One completion as providers write it; 64 bytes, one cache line.
+struct cq_entry {
+  void* op_context;
+  uint64_t flags;
+  size_t len;
+  void* buf;
+  uint64_t data;
+  uint64_t tag;
+  fi_addr_t src;
+  uint64_t error;  // nonzero: a marker for the next entry of the error queue
+};
+static_assert(sizeof(cq_entry) == 64);
+
+class cq : public fid_object<cq, fid_cq> {
+ public:
+  static int open(domain& dom, fi_cq_attr* attr, fid_cq** out, void* context) noexcept;
+  cq(domain& dom, const fi_cq_attr& attr, void* context);
+  ~cq() override;
+
+  // ---- producer side (providers), under the domain's lock policy ----
+  template <class Lock>
+  bool has_room(size_t n = 1) noexcept {
+    [[maybe_unused]] auto g = guard<Lock>();
+    return tail_ - head_ + n <= mask_ + 1;
+  }
+  // Appends a completion; false (and nothing written) when the ring is full.
+  template <class Lock>
+  bool write(const cq_entry& e) noexcept {
+    {
+      [[maybe_unused]] auto g = guard<Lock>();
+      if (tail_ - head_ > mask_) return false;
+      ring_[tail_ & mask_] = e;
+      ++tail_;
+    }
+    wake();
+    return true;
+  }
+  // Queues an error completion (err_data is copied); false if out of room.
+  template <class Lock>
+  bool write_error(const fi_cq_err_entry& e) noexcept {
+    bool ok;
+    {
+      [[maybe_unused]] auto g = guard<Lock>();
+      ok = push_error(e);
+    }
+    if (ok) wake();
+    return ok;
+  }
+
+  progress_list& progress() noexcept { return progress_; }
+  // A file descriptor whose readiness means progress may complete something.
+  errc add_wait_fd(int fd) noexcept;
+  void remove_wait_fd(int fd) noexcept;
+  domain& dom() const noexcept { return *domain_; }
+  fi_cq_format format() const noexcept { return format_; }
+  // Whether a read would return something now (entries or an error).
+  bool has_events() noexcept {
+    std::lock_guard g{mutex_};
+    return head_ != tail_;
+  }
+
+  // ---- consumer side (the ops table) ----
+  template <class Lock, fi_cq_format F>
+  ssize_t read(void* buf, size_t count, fi_addr_t* src) noexcept;
+  template <class Lock>
+  ssize_t readerr(fi_cq_err_entry* buf, uint64_t flags) noexcept;
+  template <class Lock, fi_cq_format F>
+  ssize_t sread(void* buf, size_t count, fi_addr_t* src, const void* cond, int timeout) noexcept;
+  int signal() noexcept;
+  const char* strerror(int prov_errno, const void* err_data, char* buf, size_t len) noexcept;
+
+  int control(int command, void* arg);
+  int close();
+
+  // Bindings to a wait set: the set watches this CQ's wait fd.
+  wait_fd* waiter() noexcept { return wait_.is_open() ? &wait_ : nullptr; }
+
+ private:
+  template <class Lock>
+  auto guard() noexcept {
+    if constexpr (std::is_same_v<Lock, null_lock>)
+      return null_guard{};
+    else
+      return std::unique_lock<std::mutex>{mutex_};
+  }
+  struct null_guard {};
+
+  bool push_error(const fi_cq_err_entry& e) noexcept;
+  void wake() noexcept {
+    if (signal_on_write_.load(std::memory_order_relaxed)) wake_slow();
+  }
+  void wake_slow() noexcept;
+
+  struct error_record {
+    fi_cq_err_entry entry;
+    std::vector<uint8_t> data;
+  };
+
+  ref<domain> domain_;
+  fi_cq_format format_;
+  fi_wait_obj wait_obj_;
+  std::unique_ptr<cq_entry[]> ring_;
+  uint64_t mask_ = 0;
+  uint64_t head_ = 0;
+  uint64_t tail_ = 0;
+  std::deque<error_record> errors_;
+  size_t errors_taken_ = 0;      // errors read ahead of their ring marker
+  std::vector<uint8_t> err_buf_;  // err_data returned to callers who gave none
+  std::mutex mutex_;
+  progress_list progress_;
+  wait_fd wait_;
+  // Writers signal the wait object only when someone can be waiting on it:
+  // a thread in sread, or an application holding the fd (FI_GETWAIT).
+  std::atomic<int> signal_on_write_{0};
+  bool fd_exported_ = false;
+  std::atomic<bool> signaled_{false};
+  pthread_mutex_t export_mutex_ = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t export_cond_ = PTHREAD_COND_INITIALIZER;
+  wait_set_binding wait_set_;  // FI_WAIT_SET
+  friend wait_member cq_wait_member(struct fid* f) noexcept;
+  poll_links poll_links_;  // last: leaves every poll set first
+};
+
+}  // namespace weft::util

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: MIT
+// weft — the domain object every provider uses.
+#include "util/domain.hpp"
+
+#include "core/log.hpp"
+#include "util/av.hpp"
+#include "util/cntr.hpp"
+#include "util/cq.hpp"
+#include "util/eq.hpp"
+#include "util/wait_set.hpp"
+
+#include <sys/uio.h>
+
+namespace weft::util {
+
+namespace {
+
+domain* self(fid_domain* d) noexcept { return domain::from(d); }
+
+int av_open(fid_domain* d, fi_av_attr* attr, fid_av** out, void* context) noexcept {
+  return av::open(*self(d), attr, out, context);
+}
+int cq_open(fid_domain* d, fi_cq_attr* attr, fid_cq** out, void* context) noexcept {
+  return cq::open(*self(d), attr, out, context);
+}
+int endpoint(fid_domain* d, fi_info* info, fid_ep** ep, void* context) noexcept {
+  if (!info || !ep) return to_fi(errc::inval);
+  return abi_guard([&] { return self(d)->hooks().endpoint(*self(d), info, ep, context); });
+}
+int endpoint2(fid_domain* d, fi_info* info, fid_ep** ep, uint64_t flags, void* context) noexcept {
+  if (flags) return to_fi(errc::badflags);
+  return endpoint(d, info, ep, context);
+}
+int scalable_ep(fid_domain*, fi_info*, fid_ep**, void*) noexcept { return to_fi(errc::nosys); }
+int cntr_open(fid_domain* d, fi_cntr_attr* attr, fid_cntr** out, void* context) noexcept {
+  return cntr::open(*self(d), attr, out, context);
+}
+int poll_open(fid_domain* d, fi_poll_attr* attr, fid_poll** out) noexcept {
+  return poll_set::open(*self(d), attr, out);
+}
+int stx_ctx(fid_domain*, fi_tx_attr*, fid_stx**, void*) noexcept { return to_fi(errc::nosys); }
+int srx_ctx(fid_domain* d, fi_rx_attr* attr, fid_ep** rx, void* context) noexcept {
+  auto* dom = self(d);
+  if (!dom->hooks().srx_ctx) return to_fi(errc::nosys);
+  if (!attr || !rx) return to_fi(errc::inval);
+  return abi_guard([&] { return dom->hooks().srx_ctx(*dom, attr, rx, context); });
+}
+int query_atomic(fid_domain* d, fi_datatype datatype, fi_op op, fi_atomic_attr* attr,
+                 uint64_t flags) noexcept {
+  auto* dom = self(d);
+  if (!dom->hooks().query_atomic) return to_fi(errc::nosys);
+  if (!attr) return to_fi(errc::inval);
+  return abi_guard([&] { return dom->hooks().query_atomic(*dom, datatype, op, attr, flags); });
+}
+int query_collective(fid_domain*, fi_collective_op, fi_collective_attr*, uint64_t) noexcept {
+  return to_fi(errc::nosys);
+}
+
+constexpr fi_ops_domain domain_ops = {
+    .size = sizeof(fi_ops_domain),
+    .av_open = av_open,
+    .cq_open = cq_open,
+    .endpoint = endpoint,
+    .scalable_ep = scalable_ep,
+    .cntr_open = cntr_open,
+    .poll_open = poll_open,
+    .stx_ctx = stx_ctx,
+    .srx_ctx = srx_ctx,
+    .query_atomic = query_atomic,
+    .query_collective = query_collective,
+    .endpoint2 = endpoint2,
+};
+
+// Memory registration: every form funnels into mr::reg with an fi_mr_attr.
+domain* mr_domain(fid* f) noexcept {
+  return is_class(f, FI_CLASS_DOMAIN) ? domain::from(f) : nullptr;
+}
+
+int mr_regattr(fid* f, const fi_mr_attr* attr, uint64_t flags, fid_mr** out) noexcept {
+  domain* dom = mr_domain(f);
+  if (!dom || !attr || !out) return to_fi(errc::inval);
+  // Callers older than API 1.18? read only the fields their fi_mr_attr had;
+  // mr::reg looks at no field past `auth_key`... keep a zeroed full copy.
+  fi_mr_attr a{};
+  std::memcpy(&a, attr, offsetof(fi_mr_attr, iface));
+  if (FI_VERSION_GE(dom->api_version(), FI_VERSION(1, 5))) {
+    a.iface = attr->iface;
+    a.device = attr->device;
+  }
+  return mr::reg(*dom, a, flags, out);
+}
+
+int mr_regv(fid* f, const iovec* iov, size_t count, uint64_t access, uint64_t offset,
+            uint64_t requested_key, uint64_t flags, fid_mr** out, void* context) noexcept {
+  fi_mr_attr a{};
+  a.mr_iov = iov;
+  a.iov_count = count;
+  a.access = access;
+  a.offset = offset;
+  a.requested_key = requested_key;
+  a.context = context;
+  domain* dom = mr_domain(f);
+  if (!dom || !out) return to_fi(errc::inval);
+  return mr::reg(*dom, a, flags, out);
+}
+
+int mr_reg(fid* f, const void* buf, size_t len, uint64_t access, uint64_t offset,
+           uint64_t requested_key, uint64_t flags, fid_mr** out, void* context) noexcept {
+  iovec iov{const_cast<void*>(buf), len};
+  return mr_regv(f, &iov, 1, access, offset, requested_key, flags, out, context);
+}
+
+constexpr fi_ops_mr mr_ops = {
+    .size = sizeof(fi_ops_mr),
+    .reg = mr_reg,
+    .regv = mr_regv,
+    .regattr = mr_regattr,
+};
+
+}  // namespace
+
+int domain::open(fabric& fab, const domain_hooks* hooks, const fi_info& info, fid_domain** out,
+                 void* context) noexcept {
+  return abi_guard([&] {
+    *out = new domain(fab, hooks, info, context);
+    return 0;
+  });
+}
+
+domain::domain(fabric& fab, const domain_hooks* hooks, const fi_info& info, void* context)
+    : fid_object(FI_CLASS_DOMAIN, context),
+      fabric_(&fab),
+      hooks_(hooks),
+      threading_(info.domain_attr->threading),
+      progress_(info.domain_attr->data_progress),
+      av_type_(info.domain_attr->av_type),
+      mr_mode_(info.domain_attr->mr_mode),
+      addr_format_(info.addr_format),
+      caps_(info.caps),
+      cq_data_size_(info.domain_attr->cq_data_size),
+      name_(info.domain_attr->name ? info.domain_attr->name : ""),
+      mrs_(threading_) {
+  ops = const_cast<fi_ops_domain*>(&domain_ops);
+  mr = const_cast<fi_ops_mr*>(&mr_ops);
+}
+
+domain::~domain() = default;
+
+int domain::close() {
+  if (busy()) {
+    WEFT_WARN(provider(), FI_LOG_DOMAIN, "domain %s still has %d open objects", name_.c_str(),
+              refs());
+    return to_fi(errc::busy);
+  }
+  delete this;
+  return 0;
+}
+
+int domain::bind(struct fid* bfid, uint64_t flags) {
+  if (!is_class(bfid, FI_CLASS_EQ)) {
+    WEFT_WARN(provider(), FI_LOG_DOMAIN, "a domain binds only to an event queue");
+    return to_fi(errc::inval);
+  }
+  // FI_REG_MR asks for registration events; weft registers synchronously.
+  if (flags & ~static_cast<uint64_t>(FI_REG_MR)) return to_fi(errc::badflags);
+  if (eq_) return to_fi(errc::already);
+  eq_.reset(eq::from(bfid));
+  return 0;
+}
+
+}  // namespace weft::util

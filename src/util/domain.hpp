@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+// weft — the domain object every provider uses: the shared parts of
+// fi_ops_domain (CQs, counters, AVs, poll sets, memory registration) live
+// here; the provider adds endpoints and whatever else is its own.
+#pragma once
+
+#include "util/fabric.hpp"
+#include "util/lock.hpp"
+#include "util/mr.hpp"
+#include "util/object.hpp"
+
+#include <rdma/fi_domain.h>
+
+#include <string>
+
+namespace weft::util {
+
+class domain;
+struct av_codec;
+
+// What a provider adds to the shared domain: static, one per provider.
+struct domain_hooks {
+  int (*endpoint)(domain& dom, fi_info* info, fid_ep** ep, void* context);
+  // How this provider stores and compares peer addresses in its AVs.
+  const av_codec* (*codec)(const domain& dom);
+  // Optional: null means -FI_ENOSYS.
+  int (*query_atomic)(domain& dom, fi_datatype datatype, fi_op op, fi_atomic_attr* attr,
+                      uint64_t flags);
+  int (*srx_ctx)(domain& dom, fi_rx_attr* attr, fid_ep** rx_ep, void* context);
+};
+
+class domain : public fid_object<domain, fid_domain> {
+ public:
+  // Opens a domain for `info` (already checked by the provider against what it
+  // offers); the attributes of `info` become the domain's settings.
+  static int open(fabric& fab, const domain_hooks* hooks, const fi_info& info,
+                  fid_domain** out, void* context) noexcept;
+  domain(fabric& fab, const domain_hooks* hooks, const fi_info& info, void* context);
+  ~domain() override;
+
+  int close();
+  int bind(struct fid* bfid, uint64_t flags);
+
+  fabric& fab() const noexcept { return *fabric_; }
+  const fi_provider* provider() const noexcept { return fabric_->provider(); }
+  uint32_t api_version() const noexcept { return fabric_->api(); }
+  const domain_hooks& hooks() const noexcept { return *hooks_; }
+
+  // Settings fixed at open.
+  fi_threading threading() const noexcept { return threading_; }
+  fi_progress progress() const noexcept { return progress_; }
+  fi_av_type av_type() const noexcept { return av_type_; }
+  int mr_mode() const noexcept { return mr_mode_; }
+  uint32_t addr_format() const noexcept { return addr_format_; }
+  uint64_t caps() const noexcept { return caps_; }
+  size_t cq_data_size() const noexcept { return cq_data_size_; }
+  const std::string& name() const noexcept { return name_; }
+
+  mr_map& mrs() noexcept { return mrs_; }
+
+  // The domain's event queue, when one is bound (FI_REG_MR events, AV events).
+  class eq* eq() const noexcept { return eq_.get(); }
+
+ private:
+  ref<fabric> fabric_;
+  const domain_hooks* hooks_;
+  fi_threading threading_;
+  fi_progress progress_;
+  fi_av_type av_type_;
+  int mr_mode_;
+  uint32_t addr_format_;
+  uint64_t caps_;
+  size_t cq_data_size_;
+  std::string name_;
+  mr_map mrs_;
+  ref<class eq> eq_;
+};
+
+}  // namespace weft::util

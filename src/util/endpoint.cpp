@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+// weft — endpoint bindings (fi_ep_bind).
+#include "util/endpoint.hpp"
+
+#include "core/log.hpp"
+
+namespace weft::util {
+
+namespace {
+
+template <class T>
+bool take(ref<T>& slot, T* obj) {
+  if (slot) return false;
+  slot.reset(obj);
+  return true;
+}
+
+}  // namespace
+
+int ep_bindings::bind(domain& dom, fid* bfid, uint64_t flags, progress_hook hook,
+                      int wait_fd) noexcept {
+  auto* prov = dom.provider();
+  switch (bfid->fclass) {
+    case FI_CLASS_CQ: {
+      constexpr uint64_t allowed = FI_TRANSMIT | FI_SEND | FI_RECV | FI_SELECTIVE_COMPLETION;
+      if (flags & ~allowed) {
+        WEFT_WARN(prov, FI_LOG_EP_CTRL, "unknown CQ bind flags 0x%llx",
+                  static_cast<unsigned long long>(flags & ~allowed));
+        return to_fi(errc::badflags);
+      }
+      if (!(flags & (FI_TRANSMIT | FI_SEND | FI_RECV))) {
+        WEFT_WARN(prov, FI_LOG_EP_CTRL, "a CQ binds for FI_TRANSMIT and/or FI_RECV");
+        return to_fi(errc::inval);
+      }
+      cq* c = cq::from(bfid);
+      if (&c->dom() != &dom) return to_fi(errc::inval);
+      bool sel = flags & FI_SELECTIVE_COMPLETION;
+      if (((flags & (FI_TRANSMIT | FI_SEND)) && tx_cq) || ((flags & FI_RECV) && rx_cq)) {
+        WEFT_WARN(prov, FI_LOG_EP_CTRL, "the endpoint already has a CQ for that direction");
+        return to_fi(errc::inval);
+      }
+      if (flags & (FI_TRANSMIT | FI_SEND)) take(tx_cq, c), tx_selective = sel;
+      if (flags & FI_RECV) take(rx_cq, c), rx_selective = sel;
+      c->progress().add(hook);
+      if (wait_fd >= 0) c->add_wait_fd(wait_fd);
+      return 0;
+    }
+    case FI_CLASS_CNTR: {
+      constexpr uint64_t allowed =
+          FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+      if (!flags || (flags & ~allowed)) {
+        WEFT_WARN(prov, FI_LOG_EP_CTRL, "counter bind flags 0x%llx are not valid",
+                  static_cast<unsigned long long>(flags));
+        return to_fi(errc::badflags);
+      }
+      cntr* c = cntr::from(bfid);
+      struct slot_t {
+        uint64_t flag;
+        ref<cntr>* slot;
+      } slots[] = {{FI_SEND, &send_cntr},       {FI_RECV, &recv_cntr},
+                   {FI_READ, &read_cntr},       {FI_WRITE, &write_cntr},
+                   {FI_REMOTE_READ, &rem_read_cntr}, {FI_REMOTE_WRITE, &rem_write_cntr}};
+      for (auto& s : slots)
+        if ((flags & s.flag) && *s.slot) return to_fi(errc::inval);
+      for (auto& s : slots)
+        if (flags & s.flag) s.slot->reset(c);
+      c->progress().add(hook);
+      if (wait_fd >= 0) c->add_wait_fd(wait_fd);
+      return 0;
+    }
+    case FI_CLASS_AV:
+      if (flags) return to_fi(errc::badflags);
+      if (!take(av_, av::from(bfid))) return to_fi(errc::inval);
+      return 0;
+    case FI_CLASS_EQ:
+      if (flags) return to_fi(errc::badflags);
+      if (!take(eq_, eq::from(bfid))) return to_fi(errc::inval);
+      eq_->progress().add(hook);
+      if (wait_fd >= 0) eq_->add_wait_fd(wait_fd);
+      return 0;
+    default:
+      WEFT_WARN(prov, FI_LOG_EP_CTRL, "cannot bind an object of class %zu to an endpoint",
+                bfid->fclass);
+      return to_fi(errc::inval);
+  }
+}
+
+void ep_bindings::unbind(void* hook_obj, int wait_fd) noexcept {
+  for (cq* c : {tx_cq.get(), rx_cq.get()}) {
+    if (!c) continue;
+    c->progress().remove(hook_obj);
+    if (wait_fd >= 0) c->remove_wait_fd(wait_fd);
+  }
+  for (cntr* c : {send_cntr.get(), recv_cntr.get(), read_cntr.get(), write_cntr.get(),
+                  rem_read_cntr.get(), rem_write_cntr.get()}) {
+    if (!c) continue;
+    c->progress().remove(hook_obj);
+    if (wait_fd >= 0) c->remove_wait_fd(wait_fd);
+  }
+  if (eq_) {
+    eq_->progress().remove(hook_obj);
+    if (wait_fd >= 0) eq_->remove_wait_fd(wait_fd);
+  }
+  tx_cq.reset();
+  rx_cq.reset();
+  send_cntr.reset();
+  recv_cntr.reset();
+  read_cntr.reset();
+  write_cntr.reset();
+  rem_read_cntr.reset();
+  rem_write_cntr.reset();
+  av_.reset();
+  eq_.reset();
+}
+
+}  // namespace weft::util

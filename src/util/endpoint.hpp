@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+// weft — what every endpoint shares: the fi_ops_ep table built from the
+// class, full "not supported" tables for the interfaces a provider lacks,
+// and the bindings to CQs, counters, the AV and the EQ (fi_ep_bind).
+#pragma once
+
+#include "util/av.hpp"
+#include "util/cntr.hpp"
+#include "util/cq.hpp"
+#include "util/domain.hpp"
+#include "util/eq.hpp"
+#include "util/nosys.hpp"
+#include "util/object.hpp"
+
+#include <rdma/fi_endpoint.h>
+
+namespace weft::util {
+
+// The objects an endpoint reports to, fixed by fi_ep_bind before fi_enable.
+struct ep_bindings {
+  ref<cq> tx_cq, rx_cq;
+  bool tx_selective = false, rx_selective = false;
+  ref<cntr> send_cntr, recv_cntr, read_cntr, write_cntr, rem_read_cntr, rem_write_cntr;
+  ref<av> av_;
+  ref<eq> eq_;
+
+  // Binds `bfid` per fi_ep_bind(3). `hook` is the endpoint's progress
+  // function, registered with every CQ/counter/EQ it binds; `wait_fd` (or -1)
+  // joins their wait objects so a blocked reader wakes when data arrives.
+  int bind(domain& dom, struct fid* bfid, uint64_t flags, progress_hook hook, int wait_fd) noexcept;
+  // Undoes every registration `bind` made (at close).
+  void unbind(void* hook_obj, int wait_fd) noexcept;
+};
+
+// Base of a provider endpoint class Self. Installs full ops tables (the
+// provider replaces the ones it implements) and default members.
+template <class Self>
+class endpoint_object : public fid_object<Self, fid_ep> {
+ public:
+  endpoint_object(size_t fclass, void* context) noexcept : fid_object<Self, fid_ep>(fclass, context) {
+    this->ops = writable(ops_table);
+    this->cm = writable(cm_nosys);
+    this->msg = writable(msg_nosys);
+    this->rma = writable(rma_nosys);
+    this->tagged = writable(tagged_nosys);
+    this->atomic = writable(atomic_nosys);
+    this->collective = writable(collective_nosys);
+  }
+
+  ssize_t cancel(void*) { return to_fi(errc::nosys); }
+  int getopt(int level, int name, void* val, size_t* len) {
+    if (level != FI_OPT_ENDPOINT) return to_fi(errc::noprotoopt);
+    if (!val || !len) return to_fi(errc::inval);
+    if (name == FI_OPT_MIN_MULTI_RECV) {
+      if (*len < sizeof(size_t)) return *len = sizeof(size_t), to_fi(errc::toosmall);
+      *static_cast<size_t*>(val) = min_multi_recv_;
+      *len = sizeof(size_t);
+      return 0;
+    }
+    return to_fi(errc::noprotoopt);
+  }
+  int setopt(int level, int name, const void* val, size_t len) {
+    if (level != FI_OPT_ENDPOINT) return to_fi(errc::noprotoopt);
+    if (!val) return to_fi(errc::inval);
+    if (name == FI_OPT_MIN_MULTI_RECV) {
+      if (len != sizeof(size_t)) return to_fi(errc::inval);
+      min_multi_recv_ = *static_cast<const size_t*>(val);
+      return 0;
+    }
+    return to_fi(errc::noprotoopt);
+  }
+  int tx_ctx(int, fi_tx_attr*, fid_ep**, void*) { return to_fi(errc::nosys); }
+  int rx_ctx(int, fi_rx_attr*, fid_ep**, void*) { return to_fi(errc::nosys); }
+  ssize_t rx_size_left() { return to_fi(errc::nosys); }
+  ssize_t tx_size_left() { return to_fi(errc::nosys); }
+
+ protected:
+  size_t min_multi_recv_ = 64;
+
+ private:
+  static Self* self(struct fid* f) noexcept { return Self::from(f); }
+  static Self* self(fid_ep* e) noexcept { return Self::from(e); }
+  static ssize_t t_cancel(struct fid* f, void* ctx) noexcept { return self(f)->cancel(ctx); }
+  static int t_getopt(struct fid* f, int l, int n, void* v, size_t* len) noexcept {
+    return self(f)->getopt(l, n, v, len);
+  }
+  static int t_setopt(struct fid* f, int l, int n, const void* v, size_t len) noexcept {
+    return self(f)->setopt(l, n, v, len);
+  }
+  static int t_tx_ctx(fid_ep* e, int i, fi_tx_attr* a, fid_ep** o, void* c) noexcept {
+    return self(e)->tx_ctx(i, a, o, c);
+  }
+  static int t_rx_ctx(fid_ep* e, int i, fi_rx_attr* a, fid_ep** o, void* c) noexcept {
+    return self(e)->rx_ctx(i, a, o, c);
+  }
+  static ssize_t t_rx_size_left(fid_ep* e) noexcept { return self(e)->rx_size_left(); }
+  static ssize_t t_tx_size_left(fid_ep* e) noexcept { return self(e)->tx_size_left(); }
+
+ public:
+  static constexpr fi_ops_ep ops_table = {
+      .size = sizeof(fi_ops_ep),
+      .cancel = t_cancel,
+      .getopt = t_getopt,
+      .setopt = t_setopt,
+      .tx_ctx = t_tx_ctx,
+      .rx_ctx = t_rx_ctx,
+      .rx_size_left = t_rx_size_left,
+      .tx_size_left = t_tx_size_left,
+  };
+};
+
+}  // namespace weft::util

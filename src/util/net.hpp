@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+// weft — the host's IP interfaces, for providers that run over sockets.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <string>
+#include <vector>
+
+namespace weft::util {
+
+struct ip_iface {
+  std::string name;          // "lo", "eth0"
+  sockaddr_storage addr{};   // the interface address (port 0)
+  socklen_t addrlen = 0;
+  std::string network;       // "127.0.0.0/8": the fabric name
+  bool loopback = false;
+};
+
+// The interfaces that are up and carry IPv4 or IPv6 addresses; non-loopback
+// first, IPv4 before IPv6 within each, so the first entry is the likely choice.
+std::vector<ip_iface> list_ip_ifaces();
+
+// "a.b.c.d:port" / "[v6]:port".
+std::string format_sockaddr(const sockaddr* sa);
+
+// Length of a sockaddr of this family (0 for families we do not speak).
+socklen_t sockaddr_len(const sockaddr* sa) noexcept;
+
+// Same family and address (ports ignored); the any-address matches all.
+bool same_host(const sockaddr* a, const sockaddr* b) noexcept;
+
+}  // namespace weft::util

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: MIT
+// weft — manual progress: the endpoints bound to a CQ, counter or EQ register
+// a hook, and reading or waiting on that object drives them.
+#pragma once
+
+#include "util/lock.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+namespace weft::util {
+
+struct progress_hook {
+  void (*fn)(void* obj) noexcept;
+  void* obj;
+};
+
+class progress_list {
+ public:
+  void add(progress_hook h) {
+    std::lock_guard g{m_};
+    for (const auto& x : hooks_)
+      if (x.obj == h.obj) return;  // bound twice (tx and rx): drive it once
+    hooks_.push_back(h);
+  }
+  void remove(void* obj) noexcept {
+    std::lock_guard g{m_};
+    std::erase_if(hooks_, [obj](const progress_hook& h) { return h.obj == obj; });
+  }
+  // Drives every bound source. Under a threading model that shares the object
+  // between threads the list is guarded; otherwise the caller is alone.
+  template <class Lock>
+  void run() noexcept {
+    if constexpr (std::is_same_v<Lock, null_lock>) {
+      for (const auto& h : hooks_) h.fn(h.obj);
+    } else {
+      std::lock_guard g{m_};
+      for (const auto& h : hooks_) h.fn(h.obj);
+    }
+  }
+  // For control paths that do not know the policy (fi_wait on a wait set).
+  void run_locked() noexcept { run<mutex_lock>(); }
+  bool empty() const noexcept { return hooks_.empty(); }
+
+ private:
+  std::mutex m_;
+  std::vector<progress_hook> hooks_;
+};
+
+}  // namespace weft::util

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: MIT
+// weft — the kernel-backed wait object.
+#include "util/wait.hpp"
+
+#include "core/log.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
+namespace weft::util {
+
+namespace {
+errc from_errno(int e) noexcept {
+  switch (e) {
+    case EMFILE:
+    case ENFILE: return errc::mfile;
+    case ENOMEM: return errc::nomem;
+    case EEXIST: return errc::already;
+    case EBADF: return errc::badf;
+    default: return errc::other;
+  }
+}
+}  // namespace
+
+errc wait_fd::open() noexcept {
+  epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
+  event_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!epoll_.valid() || !event_.valid()) {
+    int e = errno;
+    WEFT_WARN(core::core_provider(), FI_LOG_CORE, "cannot create a wait object: %s",
+              std::strerror(e));
+    epoll_.reset();
+    event_.reset();
+    return from_errno(e);
+  }
+  return add(event_.get(), EPOLLIN);
+}
+
+errc wait_fd::add(int fd, uint32_t events) noexcept {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) == 0) return errc::ok;
+  int e = errno;
+  if (e == EEXIST) return errc::ok;
+  WEFT_WARN(core::core_provider(), FI_LOG_CORE, "epoll_ctl add fd %d: %s", fd, std::strerror(e));
+  return from_errno(e);
+}
+
+void wait_fd::remove(int fd) noexcept {
+  if (epoll_.valid()) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+}
+
+void wait_fd::signal() noexcept {
+  uint64_t one = 1;
+  // A full counter (2^64-2 pending wakeups) already wakes everyone.
+  [[maybe_unused]] ssize_t r = ::write(event_.get(), &one, sizeof one);
+}
+
+void wait_fd::drain() noexcept {
+  uint64_t v;
+  [[maybe_unused]] ssize_t r = ::read(event_.get(), &v, sizeof v);
+}
+
+errc wait_fd::wait(int timeout_ms) noexcept {
+  epoll_event evs[8];
+  int n = epoll_wait(epoll_.get(), evs, 8, timeout_ms);
+  if (n < 0) return errno == EINTR ? errc::intr : errc::other;
+  if (n == 0) return errc::timedout;
+  for (int i = 0; i < n; ++i)
+    if (evs[i].data.fd == event_.get()) drain();
+  return errc::ok;
+}
+
+uint64_t now_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+int remaining_ms(int timeout_ms, uint64_t start_ns) noexcept {
+  if (timeout_ms < 0) return -1;
+  uint64_t spent = (now_ns() - start_ns) / 1000000ull;
+  return spent >= static_cast<uint64_t>(timeout_ms) ? 0 : timeout_ms - static_cast<int>(spent);
+}
+
+}  // namespace weft::util
