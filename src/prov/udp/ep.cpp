@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+// weft — the udp endpoint: socket, names, bindings, enable, cancel, close.
+#include "core/log.hpp"
+#include "prov/udp/udp.hpp"
+#include "util/info_match.hpp"
+#include "util/net.hpp"
+
+#include <fcntl.h>
+#include <rdma/fi_cm.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+namespace weft::udp {
+
+namespace {
+
+// fi_ops_cm: a datagram endpoint has a name and nothing to connect.
+int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
+  if (!is_class_ep(f)) return to_fi(errc::inval);
+  return endpoint::from(f)->getname(addr, addrlen);
+}
+int cm_setname(fid_t f, void* addr, size_t addrlen) noexcept {
+  if (!is_class_ep(f)) return to_fi(errc::inval);
+  return endpoint::from(f)->setname(addr, addrlen);
+}
+
+}  // namespace
+
+bool is_class_ep(const fid* f) noexcept { return util::is_class(f, FI_CLASS_EP); }
+
+const fi_ops_cm cm_ops = {
+    .size = sizeof(fi_ops_cm),
+    .setname = cm_setname,
+    .getname = cm_getname,
+    WEFT_NOSYS(fi_ops_cm, getpeer),
+    WEFT_NOSYS(fi_ops_cm, connect),
+    WEFT_NOSYS(fi_ops_cm, listen),
+    WEFT_NOSYS(fi_ops_cm, accept),
+    WEFT_NOSYS(fi_ops_cm, reject),
+    WEFT_NOSYS(fi_ops_cm, shutdown),
+    WEFT_NOSYS(fi_ops_cm, join),
+};
+
+int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* context) noexcept {
+  auto* prov = &provider();
+  if (!info.ep_attr || info.ep_attr->type != FI_EP_DGRAM) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "udp offers FI_EP_DGRAM endpoints only");
+    return to_fi(errc::inval);
+  }
+  if (!util::info_fits(prov, dom.api_version(), info_template(), info)) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "the endpoint attributes ask for more than udp offers");
+    return to_fi(errc::inval);
+  }
+  if (info.src_addr && !util::sockaddr_len(static_cast<const sockaddr*>(info.src_addr))) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "the source address is not an IP address");
+    return to_fi(errc::inval);
+  }
+  return abi_guard([&]() -> int {
+    auto ep = std::make_unique<endpoint>(dom, info, context);
+    const sockaddr* src = static_cast<const sockaddr*>(info.src_addr);
+    sockaddr_storage any{};
+    if (!src) {
+      any.ss_family = info.addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
+      src = reinterpret_cast<sockaddr*>(&any);
+    }
+    if (errc e = ep->open_socket(src, util::sockaddr_len(src)); e != errc::ok) return to_fi(e);
+    *out = ep.release();
+    return 0;
+  });
+}
+
+endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
+    : endpoint_object(FI_CLASS_EP, context),
+      domain_(&dom),
+      family_(AF_INET),
+      caps_(info.caps),
+      tx_op_flags_(info.tx_attr ? info.tx_attr->op_flags : 0),
+      rx_op_flags_(info.rx_attr ? info.rx_attr->op_flags : 0),
+      max_msg_(info.ep_attr->max_msg_size ? info.ep_attr->max_msg_size : proto::max_payload),
+      locked_(util::shared_objects_need_lock(dom.threading())) {
+  size_t rx_size = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : 1024;
+  size_t cap = std::bit_ceil(rx_size);
+  rx_ = std::make_unique<rx_entry[]>(cap);
+  rx_mask_ = cap - 1;
+  hook_ = locked_ ? util::progress_hook{&progress_thunk<util::mutex_lock>, this}
+                  : util::progress_hook{&progress_thunk<util::null_lock>, this};
+  cm = const_cast<fi_ops_cm*>(&cm_ops);
+  msg = util::writable(util::msg_badstate);
+}
+
+endpoint::~endpoint() = default;
+
+errc endpoint::open_socket(const sockaddr* addr, socklen_t len) {
+  util::unique_fd s{::socket(addr->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)};
+  if (!s.valid() || ::bind(s.get(), addr, len) != 0) {
+    int e = errno;
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "cannot open a UDP socket on %s: %s",
+              util::format_sockaddr(addr).c_str(), std::strerror(e));
+    return e == EADDRINUSE ? errc::addrinuse : e == EADDRNOTAVAIL ? errc::addrnotavail
+           : e == EMFILE                      ? errc::mfile
+                                              : errc::other;
+  }
+  local_len_ = sizeof local_;
+  ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&local_), &local_len_);
+  family_ = addr->sa_family;
+  sock_ = std::move(s);
+  return errc::ok;
+}
+
+int endpoint::close() {
+  if (busy()) return to_fi(errc::busy);
+  bound_.unbind(this, sock_.get());
+  delete this;
+  return 0;
+}
+
+int endpoint::bind(struct fid* bfid, uint64_t flags) {
+  if (enabled_) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind after fi_enable");
+    return to_fi(errc::opbadstate);
+  }
+  return bound_.bind(*domain_, bfid, flags, hook_, sock_.get());
+}
+
+int endpoint::control(int command, void* arg) {
+  switch (command) {
+    case FI_ENABLE: return enable();
+    case FI_GETOPSFLAG:
+    case FI_SETOPSFLAG: {
+      if (!arg) return to_fi(errc::inval);
+      auto* flags = static_cast<uint64_t*>(arg);
+      bool tx = *flags & FI_TRANSMIT, rx = *flags & FI_RECV;
+      if (tx == rx) return to_fi(errc::inval);  // exactly one direction
+      uint64_t& target = tx ? tx_op_flags_ : rx_op_flags_;
+      if (command == FI_GETOPSFLAG)
+        *flags = target;
+      else
+        target = *flags & ~static_cast<uint64_t>(FI_TRANSMIT | FI_RECV);
+      return 0;
+    }
+    default: return to_fi(errc::nosys);
+  }
+}
+
+int endpoint::enable() {
+  if (enabled_) return 0;
+  auto* prov = &provider();
+  if (!bound_.av_) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: a datagram endpoint needs an address vector");
+    return to_fi(errc::noav);
+  }
+  if ((caps_ & FI_SEND) && !bound_.tx_cq && !bound_.send_cntr) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound for transmit");
+    return to_fi(errc::nocq);
+  }
+  if ((caps_ & FI_RECV) && !bound_.rx_cq && !bound_.recv_cntr) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound for receive");
+    return to_fi(errc::nocq);
+  }
+  want_source_ = (caps_ & FI_SOURCE) != 0;
+  msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>()
+                                        : msg_table<util::null_lock>());
+  enabled_ = true;
+  return 0;
+}
+
+int endpoint::getname(void* addr, size_t* addrlen) {
+  if (!addrlen) return to_fi(errc::inval);
+  size_t need = local_len_;
+  if (!addr || *addrlen < need) {
+    *addrlen = need;
+    return to_fi(errc::toosmall);
+  }
+  std::memcpy(addr, &local_, need);
+  *addrlen = need;
+  return 0;
+}
+
+int endpoint::setname(const void* addr, size_t addrlen) {
+  auto* sa = static_cast<const sockaddr*>(addr);
+  if (!addr || addrlen < util::sockaddr_len(sa) || !util::sockaddr_len(sa)) return to_fi(errc::inval);
+  if (enabled_) return to_fi(errc::opbadstate);
+  // Rebinding moves the socket: leave the wait sets the old one joined.
+  int old = sock_.get();
+  util::unique_fd keep{sock_.release()};
+  if (errc e = open_socket(sa, util::sockaddr_len(sa)); e != errc::ok) {
+    sock_ = std::move(keep);
+    return to_fi(e);
+  }
+  for (util::cq* c : {bound_.tx_cq.get(), bound_.rx_cq.get()})
+    if (c) c->remove_wait_fd(old), c->add_wait_fd(sock_.get());
+  return 0;
+}
+
+ssize_t endpoint::cancel(void* context) {
+  auto g = std::unique_lock<std::mutex>{lock_.m, std::defer_lock};
+  if (locked_) g.lock();
+  for (uint64_t i = rx_head_; i != rx_tail_; ++i) {
+    rx_entry& e = rx_[i & rx_mask_];
+    if (e.canceled || e.context != context) continue;
+    e.canceled = true;
+    if (bound_.rx_cq) {
+      fi_cq_err_entry err{};
+      err.op_context = context;
+      err.flags = FI_RECV | FI_MSG | (e.flags & FI_MULTI_RECV);
+      err.err = FI_ECANCELED;
+      err.prov_errno = -FI_ECANCELED;
+      err.src_addr = FI_ADDR_NOTAVAIL;
+      bool ok = locked_ ? bound_.rx_cq->write_error<util::mutex_lock>(err)
+                        : bound_.rx_cq->write_error<util::null_lock>(err);
+      (void)ok;  // a full CQ: the receive is gone either way, as fi_cancel allows
+    }
+    return 0;
+  }
+  return to_fi(errc::noent);
+}
+
+ssize_t endpoint::rx_size_left() {
+  if (!enabled_) return to_fi(errc::opbadstate);
+  return static_cast<ssize_t>(rx_mask_ + 1 - (rx_tail_ - rx_head_));
+}
+
+ssize_t endpoint::tx_size_left() {
+  if (!enabled_) return to_fi(errc::opbadstate);
+  return 1024;  // sends complete at once: never queued
+}
+
+}  // namespace weft::udp

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: MIT
+// weft — the udp data path: one sendmsg per send, one recvmsg per receive,
+// straight between the application's buffers and the kernel.
+#include "core/log.hpp"
+#include "prov/udp/udp.hpp"
+#include "util/av.hpp"
+#include "util/net.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+namespace weft::udp {
+
+namespace {
+
+constexpr uint64_t recv_flags = FI_RECV | FI_MSG;
+constexpr uint64_t send_flags = FI_SEND | FI_MSG;
+
+// The socket address of an AV entry; 0 when the fi_addr is not valid.
+socklen_t sockaddr_of(const util::av& av, fi_addr_t a, sockaddr_storage& out) noexcept {
+  const uint8_t* e = av.entry(a);
+  if (!e) return 0;
+  return static_cast<socklen_t>(av.codec().decode(e, &out, sizeof out));
+}
+
+// FI_SOURCE: the fi_addr of a datagram's sender, FI_ADDR_NOTAVAIL if unknown.
+fi_addr_t source_of(const util::av& av, const sockaddr_storage& from) noexcept {
+  uint8_t entry[64];
+  if (av.codec().entry_size > sizeof entry || av.codec().encode(&from, entry) != 0)
+    return FI_ADDR_NOTAVAIL;
+  return av.reverse(entry);
+}
+
+size_t total_len(const iovec* iov, size_t count) noexcept {
+  size_t n = 0;
+  for (size_t i = 0; i < count; ++i) n += iov[i].iov_len;
+  return n;
+}
+
+errc send_errno(int e) noexcept {
+  switch (e) {
+    case EAGAIN:
+#if EWOULDBLOCK != EAGAIN
+    case EWOULDBLOCK:
+#endif
+    case ENOBUFS: return errc::again;
+    case EMSGSIZE: return errc::msgsize;
+    case ENETUNREACH: return errc::netunreach;
+    case EHOSTUNREACH: return errc::hostunreach;
+    case ECONNREFUSED: return errc::connrefused;  // an ICMP error from an earlier datagram
+    case EACCES: return errc::access;
+    default: return errc::io;
+  }
+}
+
+// The fi_ops_msg slots of one lock policy: every form funnels into
+// endpoint::send / endpoint::post_recv.
+template <class Lock>
+struct msg_ops {
+  static endpoint* ep(fid_ep* e) noexcept { return endpoint::from(e); }
+
+  static ssize_t recv(fid_ep* e, void* buf, size_t len, void*, fi_addr_t, void* ctx) noexcept {
+    iovec iov{buf, len};
+    return ep(e)->post_recv<Lock>(&iov, 1, ctx, ep(e)->rx_op_flags());
+  }
+  static ssize_t recvv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t,
+                       void* ctx) noexcept {
+    return ep(e)->post_recv<Lock>(iov, count, ctx, ep(e)->rx_op_flags());
+  }
+  static ssize_t recvmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
+    if (!m) return to_fi(errc::inval);
+    return ep(e)->post_recv<Lock>(m->msg_iov, m->iov_count, m->context, flags);
+  }
+  static ssize_t send(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest,
+                      void* ctx) noexcept {
+    iovec iov{const_cast<void*>(buf), len};
+    return ep(e)->send<Lock>(&iov, 1, dest, ctx, ep(e)->tx_op_flags());
+  }
+  static ssize_t sendv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dest,
+                       void* ctx) noexcept {
+    return ep(e)->send<Lock>(iov, count, dest, ctx, ep(e)->tx_op_flags());
+  }
+  static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
+    if (!m) return to_fi(errc::inval);
+    if (flags & FI_REMOTE_CQ_DATA) return to_fi(errc::nosys);  // cq_data_size is 0
+    return ep(e)->send<Lock>(m->msg_iov, m->iov_count, m->addr, m->context, flags);
+  }
+  static ssize_t inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest) noexcept {
+    iovec iov{const_cast<void*>(buf), len};
+    // fi_inject never generates a completion: only FI_INJECT, not FI_COMPLETION.
+    return ep(e)->send<Lock>(&iov, 1, dest, nullptr, FI_INJECT | no_completion);
+  }
+  static constexpr fi_ops_msg table = {
+      .size = sizeof(fi_ops_msg),
+      .recv = recv,
+      .recvv = recvv,
+      .recvmsg = recvmsg,
+      .send = send,
+      .sendv = sendv,
+      .sendmsg = sendmsg,
+      .inject = inject,
+      WEFT_NOSYS(fi_ops_msg, senddata),  // no remote CQ data over plain datagrams
+      WEFT_NOSYS(fi_ops_msg, injectdata),
+  };
+};
+
+}  // namespace
+
+template <class Lock>
+const fi_ops_msg* endpoint::msg_table() noexcept {
+  return &msg_ops<Lock>::table;
+}
+template const fi_ops_msg* endpoint::msg_table<util::null_lock>() noexcept;
+template const fi_ops_msg* endpoint::msg_table<util::mutex_lock>() noexcept;
+
+template <class Lock>
+ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* context,
+                       uint64_t flags) noexcept {
+  if (count > max_iov || (count && !iov)) return to_fi(errc::inval);
+  size_t len = total_len(iov, count);
+  if (len > max_msg_) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send of %zu bytes exceeds max_msg_size %zu", len,
+              max_msg_);
+    return to_fi(errc::msgsize);
+  }
+  util::cq* cq = bound_.tx_cq.get();
+  bool completion = cq && !(flags & no_completion) &&
+                    (!bound_.tx_selective || (flags & FI_COMPLETION));
+  [[maybe_unused]] auto g = guard<Lock>();
+  sockaddr_storage to;
+  socklen_t tolen = sockaddr_of(*bound_.av_, dest, to);
+  if (!tolen) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send to fi_addr %llu: not in the address vector",
+              static_cast<unsigned long long>(dest));
+    return to_fi(errc::inval);
+  }
+  if (completion && !cq->has_room<Lock>()) return to_fi(errc::again);
+  msghdr m{};
+  m.msg_name = &to;
+  m.msg_namelen = tolen;
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = count;
+  if (::sendmsg(sock_.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+    errc e = send_errno(errno);
+    if (e != errc::again)
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA, "sendmsg to %s: %s",
+                util::format_sockaddr(reinterpret_cast<sockaddr*>(&to)).c_str(),
+                std::strerror(errno));
+    return to_fi(e);
+  }
+  if (completion) {
+    util::cq_entry ce{};
+    ce.op_context = context;
+    ce.flags = send_flags;
+    ce.src = FI_ADDR_NOTAVAIL;
+    cq->write<Lock>(ce);
+  }
+  if (util::cntr* c = bound_.send_cntr.get()) c->inc();
+  return 0;
+}
+
+template <class Lock>
+ssize_t endpoint::post_recv(const iovec* iov, size_t count, void* context,
+                            uint64_t flags) noexcept {
+  if (count > max_iov || (count && !iov)) return to_fi(errc::inval);
+  if ((flags & FI_MULTI_RECV) && count != 1) return to_fi(errc::inval);
+  {
+    [[maybe_unused]] auto g = guard<Lock>();
+    if (rx_tail_ - rx_head_ > rx_mask_) return to_fi(errc::again);
+    rx_entry& e = rx_[rx_tail_ & rx_mask_];
+    std::memcpy(e.iov, iov, count * sizeof(iovec));
+    e.count = count;
+    e.context = context;
+    e.flags = flags;
+    e.offset = 0;
+    e.canceled = false;
+    ++rx_tail_;
+  }
+  progress<Lock>();
+  return 0;
+}
+
+template <class Lock>
+void endpoint::complete_recv(rx_entry& e, void* buf, size_t len, const sockaddr_storage& from,
+                             bool trunc, size_t full_len, bool last) noexcept {
+  util::cq* cq = bound_.rx_cq.get();
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  if (want_source_) src = source_of(*bound_.av_, from);
+  uint64_t flags = recv_flags | (last && (e.flags & FI_MULTI_RECV) ? FI_MULTI_RECV : 0);
+  if (trunc) {
+    if (cq) {
+      fi_cq_err_entry err{};
+      err.op_context = e.context;
+      err.flags = flags;
+      err.len = len;
+      err.buf = buf;
+      err.olen = full_len - len;
+      err.err = FI_ETRUNC;
+      err.prov_errno = -FI_ETRUNC;
+      err.src_addr = src;
+      cq->write_error<Lock>(err);
+    }
+    if (util::cntr* c = bound_.recv_cntr.get()) c->inc_err();
+    return;
+  }
+  if (cq && (!bound_.rx_selective || (e.flags & FI_COMPLETION) || last)) {
+    util::cq_entry ce{};
+    ce.op_context = e.context;
+    ce.flags = flags;
+    ce.len = len;
+    ce.buf = buf;
+    ce.src = src;
+    cq->write<Lock>(ce);
+  }
+  if (util::cntr* c = bound_.recv_cntr.get()) c->inc();
+}
+
+template <class Lock>
+void endpoint::progress() noexcept {
+  [[maybe_unused]] auto g = guard<Lock>();
+  util::cq* cq = bound_.rx_cq.get();
+  while (rx_head_ != rx_tail_) {
+    rx_entry& e = rx_[rx_head_ & rx_mask_];
+    if (e.canceled) {
+      ++rx_head_;
+      continue;
+    }
+    // Room for the completion first: data left in the socket waits there.
+    if (cq && !cq->has_room<Lock>(1)) return;
+    iovec window[max_iov];
+    size_t n = e.count;
+    std::memcpy(window, e.iov, n * sizeof(iovec));
+    size_t space = total_len(window, n);
+    if (e.flags & FI_MULTI_RECV) {
+      window[0].iov_base = static_cast<char*>(window[0].iov_base) + e.offset;
+      window[0].iov_len -= e.offset;
+      space = window[0].iov_len;
+    }
+    sockaddr_storage from;
+    msghdr m{};
+    m.msg_name = &from;
+    m.msg_namelen = sizeof from;
+    m.msg_iov = window;
+    m.msg_iovlen = n;
+    // MSG_TRUNC makes recvmsg report the datagram's real length.
+    ssize_t r = ::recvmsg(sock_.get(), &m, MSG_DONTWAIT | MSG_TRUNC);
+    if (r < 0) return;  // EAGAIN: nothing more has arrived
+    size_t full = static_cast<size_t>(r);
+    bool trunc = full > space;
+    size_t got = trunc ? space : full;
+    bool last = true;
+    void* buf = n ? window[0].iov_base : nullptr;
+    if (e.flags & FI_MULTI_RECV) {
+      // The buffer is released once what is left is below FI_OPT_MIN_MULTI_RECV.
+      e.offset += got;
+      last = trunc || window[0].iov_len - got < min_multi_recv_;
+    }
+    complete_recv<Lock>(e, buf, got, from, trunc, full, last);
+    if (last) ++rx_head_;
+  }
+}
+
+template void endpoint::progress<util::null_lock>() noexcept;
+template void endpoint::progress<util::mutex_lock>() noexcept;
+
+}  // namespace weft::udp

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT
+// weft — the udp provider: FI_EP_DGRAM messaging over UDP/IPv4 and IPv6.
+#pragma once
+
+#include "util/domain.hpp"
+#include "util/endpoint.hpp"
+#include "util/fabric.hpp"
+#include "util/fd.hpp"
+#include "util/lock.hpp"
+#include "prov/udp/proto.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <memory>
+#include <string>
+
+namespace weft::udp {
+
+// Parameters (fi_info -e): FI_UDP_IFACE.
+struct config {
+  std::string iface;  // restrict to this interface name; empty: all
+};
+const config& cfg() noexcept;
+fi_provider& provider() noexcept;
+
+// The static capability template (attr.cpp) and its per-interface copies.
+const fi_info& info_template() noexcept;
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+            const fi_info* hints, fi_info** info) noexcept;
+
+extern const util::fabric_hooks fabric_hooks;
+extern const util::domain_hooks domain_hooks;
+
+inline constexpr size_t max_iov = 4;
+
+bool is_class_ep(const fid* f) noexcept;
+
+// Internal send flag: fi_inject asks for no completion whatever the flags.
+// Bit 63 is not an operation flag of the API.
+inline constexpr uint64_t no_completion = 1ULL << 63;
+
+// A posted receive: where the next datagram lands.
+struct rx_entry {
+  iovec iov[max_iov];
+  size_t count;
+  void* context;
+  uint64_t flags;
+  size_t offset;  // FI_MULTI_RECV: bytes of the buffer already used
+  bool canceled;
+};
+
+class endpoint : public util::endpoint_object<endpoint> {
+ public:
+  static int open(util::domain& dom, const fi_info& info, fid_ep** out, void* context) noexcept;
+  endpoint(util::domain& dom, const fi_info& info, void* context);
+  ~endpoint() override;
+
+  int close();
+  int bind(struct fid* bfid, uint64_t flags);
+  int control(int command, void* arg);
+  ssize_t cancel(void* context);
+  ssize_t rx_size_left();
+  ssize_t tx_size_left();
+
+  int getname(void* addr, size_t* addrlen);
+  int setname(const void* addr, size_t addrlen);
+
+  // The data path, one instantiation per lock policy.
+  template <class Lock>
+  ssize_t post_recv(const iovec* iov, size_t count, void* context, uint64_t flags) noexcept;
+  template <class Lock>
+  ssize_t send(const iovec* iov, size_t count, fi_addr_t dest, void* context,
+               uint64_t flags) noexcept;
+  template <class Lock>
+  void progress() noexcept;
+
+  template <class Lock>
+  static void progress_thunk(void* obj) noexcept {
+    static_cast<endpoint*>(obj)->progress<Lock>();
+  }
+  // The fi_ops_msg table of one lock policy (msg.cpp).
+  template <class Lock>
+  static const fi_ops_msg* msg_table() noexcept;
+
+  uint64_t tx_op_flags() const noexcept { return tx_op_flags_; }
+  uint64_t rx_op_flags() const noexcept { return rx_op_flags_; }
+
+ private:
+  int enable();
+  errc open_socket(const sockaddr* addr, socklen_t len);
+  template <class Lock>
+  auto guard() noexcept {
+    if constexpr (std::is_same_v<Lock, util::null_lock>)
+      return 0;
+    else
+      return std::unique_lock<std::mutex>{lock_.m};
+  }
+  template <class Lock>
+  void complete_recv(rx_entry& e, void* buf, size_t len, const sockaddr_storage& from,
+                     bool trunc, size_t full_len, bool last) noexcept;
+
+  util::ref<util::domain> domain_;
+  util::ep_bindings bound_;
+  util::unique_fd sock_;
+  sockaddr_storage local_{};
+  socklen_t local_len_ = 0;
+  int family_;
+  uint64_t caps_;
+  uint64_t tx_op_flags_;
+  uint64_t rx_op_flags_;
+  size_t max_msg_;
+  bool locked_;
+  bool enabled_ = false;
+  bool want_source_ = false;
+  util::progress_hook hook_;
+  std::unique_ptr<rx_entry[]> rx_;
+  uint64_t rx_mask_;
+  uint64_t rx_head_ = 0;
+  uint64_t rx_tail_ = 0;
+  util::mutex_lock lock_;
+};
+
+}  // namespace weft::udp
