@@ -170,7 +170,6 @@ struct fi_mr_attr {
 		int		ze;
 		int		neuron;
 		int		synapseai;
-		int		rocr;
 	} device;
 	void			*hmem_data;
 	size_t			page_size;

@@ -75,8 +75,7 @@ av_table::~av_table() = default;
 size_t av_table::bytes() const noexcept {
   size_t b = chunks_.size() * chunk_entries * entry_size_;
   b += chunks_.capacity() * sizeof(chunks_[0]);
-  for (size_t cap = dir_cap_; cap; cap /= 2) b += cap * sizeof(uint8_t*);  // every directory
-  b += dirs_.capacity() * sizeof(dirs_[0]);
+  b += dirs_bytes_ + dirs_.capacity() * sizeof(dirs_[0]);
   b += block_.bytes();
   b += free_.capacity() * sizeof(uint32_t);
   return b;
@@ -86,16 +85,13 @@ void av_table::reserve(size_t n) {
   size_t fresh = n > free_.size() ? n - free_.size() : 0;
   size_t need = size_t{bound_.load(std::memory_order_relaxed)} + fresh;
   if (need > chunks_.size() * chunk_entries) grow_chunks(need);
-  uint64_t want = 2 * uint64_t{live_ + n};
+  uint64_t want = 2 * uint64_t{live() + n};
   if (want > cap_) {
     uint64_t c = std::max<uint64_t>({want, cap_ + cap_ / 5, 64});
     // Whole huge pages once the index is that large, else 64-slot steps.
     uint64_t step = c * sizeof(uint32_t) >= zeroed_block::huge ? zeroed_block::huge / 4 : 64;
     rehash((c + step - 1) / step * step);
   }
-  // Removals push onto free_: room for all of them now, so remove() cannot
-  // fail. Cheap until something is removed (free_ is then at most the table).
-  if (!free_.empty()) free_.reserve(size_t{bound_.load(std::memory_order_relaxed)});
 }
 
 void av_table::grow_chunks(size_t entries) {
@@ -111,8 +107,6 @@ void av_table::grow_chunks(size_t entries) {
   size_t bigger_cap = 0;
   if (want > dir_cap_) {
     bigger_cap = std::max<size_t>({want, dir_cap_ * 2, 4});
-    // Directory capacities double from 4, so bytes() can sum them.
-    bigger_cap = std::bit_ceil(bigger_cap);
     bigger = std::make_unique<uint8_t*[]>(bigger_cap);
     dirs_.reserve(dirs_.size() + 1);
   }
@@ -126,6 +120,7 @@ void av_table::grow_chunks(size_t entries) {
   if (bigger) {
     dirs_.push_back(std::move(bigger));
     dir_cap_ = bigger_cap;
+    dirs_bytes_ += bigger_cap * sizeof(uint8_t*);
     dir_.store(dir, std::memory_order_release);
   }
 }
@@ -174,7 +169,7 @@ uint32_t av_table::add(const uint8_t* entry) noexcept {
   uint8_t* dst = slot_of(i);
   std::memcpy(dst, entry, entry_size_);
   index_insert_at(i, home(dst));
-  ++live_;
+  live_.store(live() + 1, std::memory_order_relaxed);  // one writer at a time
   // Publishes the entry to lock-free readers of get().
   if (i == bound) bound_.store(bound + 1, std::memory_order_release);
   return i;
@@ -199,14 +194,14 @@ bool av_table::remove(uint64_t i) noexcept {
   }
   slots_[hole] = 0;
   std::memset(e, 0, entry_size_);
-  --live_;
+  live_.store(live() - 1, std::memory_order_relaxed);
   free_.push_back(idx);  // capacity reserved by the caller (reserve_removals)
   std::push_heap(free_.begin(), free_.end(), std::greater<>{});
   return true;
 }
 
 void av_table::reserve_removals(size_t n) {
-  free_.reserve(free_.size() + std::min(n, live_));
+  free_.reserve(free_.size() + std::min(n, live()));
 }
 
 uint32_t av_table::find(const uint8_t* entry) const noexcept {
@@ -477,7 +472,8 @@ int av::check_insert_flags(uint64_t flags, void* context) const noexcept {
 }
 
 template <class Lock, class Source>
-int av::add_all(size_t n, Source&& source, fi_addr_t* fi_addr, uint64_t flags, void* context) {
+int av::add_all(size_t n, Source&& source, fi_addr_t* fi_addr, uint64_t flags, void* context,
+                bool warned) {
   int* errs = (flags & FI_SYNC_ERR) ? static_cast<int*>(context) : nullptr;
   auto fail_all = [&](errc code) {
     for (size_t i = 0; i < n; ++i) {
@@ -520,7 +516,7 @@ int av::add_all(size_t n, Source&& source, fi_addr_t* fi_addr, uint64_t flags, v
       if (errs) errs[i] = err[k];
     }
   }
-  if (bad)
+  if (bad && !warned)
     WEFT_WARN(prov_of(this), FI_LOG_AV, "%zu of %zu addresses not inserted (first: %s)", bad, n,
               fi_strerror(first_err));
   if (!events_) return static_cast<int>(ok);
@@ -546,7 +542,8 @@ int av::report(size_t n, const std::vector<std::pair<size_t, int>>& failed, size
     rc = eq_->write_event(FI_AV_COMPLETE, &done, sizeof done, 0);
   }
   if (!rc) return 0;
-  // The EQ is full: the insert cannot be reported, so it is undone.
+  // The EQ is full: the insert cannot be reported, so it is undone (which
+  // needs the fi_addr array; error entries already queued stay queued).
   WEFT_WARN(prov_of(this), FI_LOG_AV, "event queue full: insert of %zu addresses undone", n);
   if (fi_addr) {
     table_.reserve_removals(n);
@@ -581,14 +578,14 @@ int av::insert(const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flag
 
 template <class Lock>
 int av::add_resolved(const std::vector<uint8_t>& entries, const std::vector<int>& errs,
-                     fi_addr_t* fi_addr, uint64_t flags, void* context) {
+                     fi_addr_t* fi_addr, uint64_t flags, void* context, bool warned) {
   size_t size = codec_->entry_size;
   auto copy = [&](size_t i, uint8_t* e) {
     if (errs[i]) return errs[i];
     std::memcpy(e, entries.data() + i * size, size);
     return 0;
   };
-  return add_all<Lock>(errs.size(), copy, fi_addr, flags, context);
+  return add_all<Lock>(errs.size(), copy, fi_addr, flags, context, warned);
 }
 
 template <class Lock>
@@ -612,7 +609,7 @@ int av::insertsvc(const char* node, const char* service, fi_addr_t* fi_addr, uin
   if (errs[0])
     WEFT_WARN(prov_of(this), FI_LOG_AV, "cannot resolve %s%s%s: %s", node, service ? ":" : "",
               service ? service : "", fi_strerror(errs[0]));
-  return add_resolved<Lock>(entries, errs, fi_addr, flags, context);
+  return add_resolved<Lock>(entries, errs, fi_addr, flags, context, errs[0] != 0);
 }
 
 template <class Lock>

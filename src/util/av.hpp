@@ -15,7 +15,6 @@
 #include <rdma/fi_domain.h>
 
 #include <atomic>
-#include <bit>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -115,7 +114,7 @@ class av_table {
   ~av_table();
 
   // Makes room so that `n` more add() calls cannot fail; throws bad_alloc
-  // (with nothing changed) when memory runs out. n <= max_entries - live().
+  // (with no entry changed) when memory runs out. n <= max_entries - live().
   void reserve(size_t n);
   // Stores an encoded entry at the lowest free index and returns it.
   uint32_t add(const uint8_t* entry) noexcept;
@@ -137,7 +136,7 @@ class av_table {
   // The index holding an entry equal to `entry`, or none. O(1) expected.
   uint32_t find(const uint8_t* entry) const noexcept;
 
-  size_t live() const noexcept { return live_; }
+  size_t live() const noexcept { return live_.load(std::memory_order_relaxed); }
   // Memory held by the table, from container capacities (not just use).
   size_t bytes() const noexcept;
 
@@ -169,6 +168,7 @@ class av_table {
   std::atomic<uint8_t* const*> dir_{nullptr};
   std::vector<std::unique_ptr<uint8_t*[]>> dirs_;
   size_t dir_cap_ = 0;
+  size_t dirs_bytes_ = 0;
   std::vector<std::unique_ptr<uint8_t[]>> chunks_;
   std::atomic<uint32_t> bound_{0};  // indices ever handed out
   // Removed indices, a min-heap: the man page places an insert at the
@@ -183,7 +183,7 @@ class av_table {
   zeroed_block block_;
   uint32_t* slots_ = nullptr;
   uint64_t cap_ = 0;
-  size_t live_ = 0;
+  std::atomic<size_t> live_{0};  // atomic: providers may read count() anywhere
 };
 
 class av : public fid_object<av, fid_av> {
@@ -237,15 +237,17 @@ class av : public fid_object<av, fid_av> {
   static fi_addr_t reverse_as(const av& self, const uint8_t* e) noexcept;
   int check_insert_flags(uint64_t flags, void* context) const noexcept;
   // Adds n addresses; source(i, entry) encodes the i-th into `entry` and
-  // returns 0 or a positive FI_E* code. Reports per fi_av(3).
+  // returns 0 or a positive FI_E* code. Reports per fi_av(3), and logs the
+  // failures unless the caller `warned` already.
   template <class Lock, class Source>
-  int add_all(size_t n, Source&& source, fi_addr_t* fi_addr, uint64_t flags, void* context);
+  int add_all(size_t n, Source&& source, fi_addr_t* fi_addr, uint64_t flags, void* context,
+              bool warned = false);
   template <class Lock>
   int report(size_t n, const std::vector<std::pair<size_t, int>>& failed, size_t ok,
              fi_addr_t* fi_addr, void* context);
   template <class Lock>
   int add_resolved(const std::vector<uint8_t>& entries, const std::vector<int>& errs,
-                   fi_addr_t* fi_addr, uint64_t flags, void* context);
+                   fi_addr_t* fi_addr, uint64_t flags, void* context, bool warned = false);
 
   ref<domain> domain_;
   const av_codec* codec_;

@@ -2,12 +2,13 @@
 // weft — the completion counter.
 #include "util/cntr.hpp"
 
-#include "core/log.hpp"
+#include <sched.h>
+#include <sys/epoll.h>
 
 #include <cstring>
 #include <memory>
-#include <sched.h>
-#include <sys/epoll.h>
+
+#include "core/log.hpp"
 
 namespace weft::util {
 
@@ -59,7 +60,8 @@ errc check_wait_obj(const domain& dom, const fi_cntr_attr& a, wait_set** set) no
     case FI_WAIT_UNSPEC:
     case FI_WAIT_FD:
     case FI_WAIT_MUTEX_COND:
-    case FI_WAIT_YIELD: return errc::ok;
+    case FI_WAIT_YIELD:
+      return errc::ok;
     case FI_WAIT_SET:
       if (!a.wait_set || !is_class(&a.wait_set->fid, FI_CLASS_WAIT)) {
         WEFT_WARN(prov, FI_LOG_CNTR, "FI_WAIT_SET without a wait set in attr->wait_set");
@@ -80,11 +82,15 @@ errc check_wait_obj(const domain& dom, const fi_cntr_attr& a, wait_set** set) no
   }
 }
 
-bool cntr_has_event(struct fid* f) noexcept { return cntr::from(f)->take_change(); }
+bool cntr_has_event(struct fid* f) noexcept {
+  return cntr::from(f)->take_change();
+}
 
 }  // namespace
 
-wait_member cntr_wait_member(struct fid* f) noexcept { return cntr::from(f)->member(); }
+wait_member cntr_wait_member(struct fid* f) noexcept {
+  return cntr::from(f)->member();
+}
 
 int cntr::open(domain& dom, fi_cntr_attr* attr, fid_cntr** out, void* context) noexcept {
   auto* prov = dom.provider();
@@ -125,8 +131,8 @@ int cntr::open(domain& dom, fi_cntr_attr* attr, fid_cntr** out, void* context) n
       // The set may have a sleeper at any time: every update notifies it.
       c->waiters_.fetch_add(1, std::memory_order_seq_cst);
     }
-    c->ops = const_cast<fi_ops_cntr*>(with_lock_policy(
-        dom.threading(), []<class Lock>() { return &cntr_ops<Lock>::table; }));
+    c->ops = const_cast<fi_ops_cntr*>(
+        with_lock_policy(dom.threading(), []<class Lock>() { return &cntr_ops<Lock>::table; }));
     *out = c.release();
     return 0;
   });
@@ -279,7 +285,9 @@ int cntr::control(int command, void* arg) {
       if (!arg) return to_fi(errc::inval);
       switch (wait_obj_) {
         case FI_WAIT_UNSPEC:
-        case FI_WAIT_FD: *static_cast<int*>(arg) = wait_.fd(); break;
+        case FI_WAIT_FD:
+          *static_cast<int*>(arg) = wait_.fd();
+          break;
         case FI_WAIT_MUTEX_COND: {
           auto* mc = static_cast<fi_mutex_cond*>(arg);
           mc->mutex = cond_.mutex();
@@ -295,7 +303,8 @@ int cntr::control(int command, void* arg) {
       if (!exported_.exchange(true, std::memory_order_acq_rel))
         waiters_.fetch_add(1, std::memory_order_seq_cst);
       return 0;
-    default: return to_fi(errc::nosys);
+    default:
+      return to_fi(errc::nosys);
   }
 }
 

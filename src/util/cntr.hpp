@@ -10,17 +10,17 @@
 // lock policy and the matching ops table is installed at open.
 #pragma once
 
+#include <rdma/fi_eq.h>
+
+#include <atomic>
+#include <cstdint>
+
 #include "util/domain.hpp"
 #include "util/lock.hpp"
 #include "util/object.hpp"
 #include "util/progress.hpp"
 #include "util/wait.hpp"
 #include "util/wait_set.hpp"
-
-#include <rdma/fi_eq.h>
-
-#include <atomic>
-#include <cstdint>
 
 namespace weft::util {
 

@@ -180,10 +180,7 @@ cq::cq(domain& dom, const fi_cq_attr& attr, void* context)
   mask_ = cap - 1;
 }
 
-cq::~cq() {
-  pthread_cond_destroy(&export_cond_);
-  pthread_mutex_destroy(&export_mutex_);
-}
+cq::~cq() = default;
 
 int cq::close() {
   if (busy()) {
@@ -344,11 +341,8 @@ wait_member cq_wait_member(struct fid* f) noexcept {
 void cq::wake_slow() noexcept {
   wait_.signal();
   wait_set_.notify();
-  if (wait_obj_ == FI_WAIT_MUTEX_COND && fd_exported_) {
-    pthread_mutex_lock(&export_mutex_);
-    pthread_cond_broadcast(&export_cond_);
-    pthread_mutex_unlock(&export_mutex_);
-  }
+  if (wait_obj_ == FI_WAIT_MUTEX_COND && fd_exported_.load(std::memory_order_acquire))
+    export_cond_.broadcast();
 }
 
 int cq::signal() noexcept {
@@ -375,19 +369,16 @@ int cq::control(int command, void* arg) {
       return 0;
     case FI_GETWAIT:
       if (!arg) return to_fi(errc::inval);
-      if (wait_obj_ == FI_WAIT_NONE) return to_fi(errc::nosys);
+      if (wait_obj_ == FI_WAIT_NONE || wait_obj_ == FI_WAIT_SET) return to_fi(errc::nosys);
       if (wait_obj_ == FI_WAIT_MUTEX_COND) {
         auto* mc = static_cast<fi_mutex_cond*>(arg);
-        mc->mutex = &export_mutex_;
-        mc->cond = &export_cond_;
+        mc->mutex = export_cond_.mutex();
+        mc->cond = export_cond_.cond();
       } else {
         *static_cast<int*>(arg) = wait_.fd();
       }
       // From now on the application may sleep on it: writers must signal.
-      if (!fd_exported_) {
-        fd_exported_ = true;
-        signal_on_write_.fetch_add(1, std::memory_order_acq_rel);
-      }
+      if (!fd_exported_.exchange(true)) signal_on_write_.fetch_add(1, std::memory_order_acq_rel);
       return 0;
     default: return to_fi(errc::nosys);
   }

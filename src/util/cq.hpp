@@ -139,10 +139,9 @@ class cq : public fid_object<cq, fid_cq> {
   // Writers signal the wait object only when someone can be waiting on it:
   // a thread in sread, or an application holding the fd (FI_GETWAIT).
   std::atomic<int> signal_on_write_{0};
-  bool fd_exported_ = false;
+  std::atomic<bool> fd_exported_{false};
   std::atomic<bool> signaled_{false};
-  pthread_mutex_t export_mutex_ = PTHREAD_MUTEX_INITIALIZER;
-  pthread_cond_t export_cond_ = PTHREAD_COND_INITIALIZER;
+  mutex_cond export_cond_;  // FI_WAIT_MUTEX_COND: recursive, see wait.hpp
   wait_set_binding wait_set_;  // FI_WAIT_SET
   friend wait_member cq_wait_member(struct fid* f) noexcept;
   poll_links poll_links_;  // last: leaves every poll set first

@@ -79,15 +79,17 @@ domain* mr_domain(fid* f) noexcept {
 int mr_regattr(fid* f, const fi_mr_attr* attr, uint64_t flags, fid_mr** out) noexcept {
   domain* dom = mr_domain(f);
   if (!dom || !attr || !out) return to_fi(errc::inval);
-  // Callers older than API 1.18? read only the fields their fi_mr_attr had;
-  // mr::reg looks at no field past `auth_key`... keep a zeroed full copy.
+  // Older callers' fi_mr_attr ends at `device` (80 bytes before API 1.20):
+  // read no further, into a zeroed full-size copy.
   fi_mr_attr a{};
   std::memcpy(&a, attr, offsetof(fi_mr_attr, iface));
   if (FI_VERSION_GE(dom->api_version(), FI_VERSION(1, 5))) {
     a.iface = attr->iface;
     a.device = attr->device;
   }
-  return mr::reg(*dom, a, flags, out);
+  int ret = mr::reg(*dom, a, flags, out);
+  if (ret == 0) dom->registered(*out, a.context);
+  return ret;
 }
 
 int mr_regv(fid* f, const iovec* iov, size_t count, uint64_t access, uint64_t offset,
@@ -101,7 +103,9 @@ int mr_regv(fid* f, const iovec* iov, size_t count, uint64_t access, uint64_t of
   a.context = context;
   domain* dom = mr_domain(f);
   if (!dom || !out) return to_fi(errc::inval);
-  return mr::reg(*dom, a, flags, out);
+  int ret = mr::reg(*dom, a, flags, out);
+  if (ret == 0) dom->registered(*out, context);
+  return ret;
 }
 
 int mr_reg(fid* f, const void* buf, size_t len, uint64_t access, uint64_t offset,
@@ -139,7 +143,7 @@ domain::domain(fabric& fab, const domain_hooks* hooks, const fi_info& info, void
       caps_(info.caps),
       cq_data_size_(info.domain_attr->cq_data_size),
       name_(info.domain_attr->name ? info.domain_attr->name : ""),
-      mrs_(threading_) {
+      mrs_(threading_, progress_) {
   ops = const_cast<fi_ops_domain*>(&domain_ops);
   mr = const_cast<fi_ops_mr*>(&mr_ops);
 }
@@ -161,11 +165,31 @@ int domain::bind(struct fid* bfid, uint64_t flags) {
     WEFT_WARN(provider(), FI_LOG_DOMAIN, "a domain binds only to an event queue");
     return to_fi(errc::inval);
   }
-  // FI_REG_MR asks for registration events; weft registers synchronously.
+  // FI_REG_MR: registrations complete with an FI_MR_COMPLETE event on the EQ
+  // (they are synchronous; the event follows at once).
   if (flags & ~static_cast<uint64_t>(FI_REG_MR)) return to_fi(errc::badflags);
   if (eq_) return to_fi(errc::already);
   eq_.reset(eq::from(bfid));
+  mr_events_ = flags & FI_REG_MR;
   return 0;
+}
+
+int domain::control(int command, void* arg) {
+  switch (command) {
+    case FI_MAP_RAW_MR: return mr::map_raw(*this, static_cast<struct fi_mr_map_raw*>(arg));
+    case FI_UNMAP_KEY: return mr::unmap_key(*this, static_cast<const uint64_t*>(arg));
+    default: return to_fi(errc::nosys);
+  }
+}
+
+void domain::registered(fid_mr* m, void* context) noexcept {
+  if (!mr_events_ || !eq_) return;
+  fi_eq_entry e{};
+  e.fid = &m->fid;
+  e.context = context;
+  // A full EQ loses the event but not the registration, which has succeeded.
+  if (eq_->write_event(FI_MR_COMPLETE, &e, sizeof e, 0) != 0)
+    WEFT_WARN(provider(), FI_LOG_MR, "EQ full: FI_MR_COMPLETE event dropped");
 }
 
 }  // namespace weft::util

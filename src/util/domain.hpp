@@ -40,6 +40,9 @@ class domain : public fid_object<domain, fid_domain> {
 
   int close();
   int bind(struct fid* bfid, uint64_t flags);
+  int control(int command, void* arg);
+  // After a registration: the FI_MR_COMPLETE event, when FI_REG_MR asked for it.
+  void registered(fid_mr* m, void* context) noexcept;
 
   fabric& fab() const noexcept { return *fabric_; }
   const fi_provider* provider() const noexcept { return fabric_->provider(); }
@@ -74,6 +77,7 @@ class domain : public fid_object<domain, fid_domain> {
   std::string name_;
   mr_map mrs_;
   ref<class eq> eq_;
+  bool mr_events_ = false;
 };
 
 }  // namespace weft::util

@@ -2,13 +2,13 @@
 // weft — memory regions and the key map.
 #include "util/mr.hpp"
 
-#include "core/log.hpp"
-#include "util/domain.hpp"
-
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
+
+#include "core/log.hpp"
+#include "util/domain.hpp"
 
 namespace weft::util {
 
@@ -34,8 +34,8 @@ uint64_t decode_key(const uint8_t* in) noexcept {
 // follow each other in memory. Returns the number of segments, 0 on error.
 size_t collect_segments(const fi_provider* prov, const fi_mr_attr& attr, mr::segment* segs) {
   if (attr.iov_count == 0 || attr.iov_count > mr_iov_limit) {
-    WEFT_WARN(prov, FI_LOG_MR, "%zu address ranges; a registration takes 1 to %zu",
-              attr.iov_count, mr_iov_limit);
+    WEFT_WARN(prov, FI_LOG_MR, "%zu address ranges; a registration takes 1 to %zu", attr.iov_count,
+              mr_iov_limit);
     return 0;
   }
   if (!attr.mr_iov) {
@@ -193,8 +193,7 @@ int mr::reg(domain& dom, const fi_mr_attr& attr, uint64_t flags, fid_mr** out) n
   }
   return abi_guard([&]() -> int {
     auto m = std::make_unique<mr>(dom, attr, flags, segs, nsegs);
-    if (errc e = dom.mrs().insert(*m, prov_key, attr.requested_key, &m->map_key_);
-        e != errc::ok) {
+    if (errc e = dom.mrs().insert(*m, prov_key, attr.requested_key, &m->map_key_); e != errc::ok) {
       WEFT_WARN(prov, FI_LOG_MR, "requested key %llu is already in use",
                 static_cast<unsigned long long>(attr.requested_key));
       return to_fi(e);
@@ -282,7 +281,8 @@ int mr::raw_attr(struct fi_mr_raw_attr* arg) const noexcept {
 int mr::control(int command, void* arg) {
   auto* prov = domain_->provider();
   switch (command) {
-    case FI_GET_RAW_MR: return raw_attr(static_cast<struct fi_mr_raw_attr*>(arg));
+    case FI_GET_RAW_MR:
+      return raw_attr(static_cast<struct fi_mr_raw_attr*>(arg));
     case FI_REFRESH: {
       // Nothing is pinned: every access goes through the virtual address, so
       // there are no page mappings to update.
@@ -294,8 +294,11 @@ int mr::control(int command, void* arg) {
       }
       return 0;
     }
-    case FI_ENABLE: enabled_.store(true, std::memory_order_release); return 0;
-    default: return to_fi(errc::nosys);
+    case FI_ENABLE:
+      enabled_.store(true, std::memory_order_release);
+      return 0;
+    default:
+      return to_fi(errc::nosys);
   }
 }
 
@@ -398,8 +401,7 @@ errc mr::check_local(const void* buf, size_t len, uint64_t access) const noexcep
   auto addr = reinterpret_cast<uintptr_t>(buf);
   for (size_t i = 0; i < nsegs_; ++i) {
     const segment& s = segs_[i];
-    if (addr >= s.addr && addr - s.addr <= s.len && len <= s.len - (addr - s.addr))
-      return errc::ok;
+    if (addr >= s.addr && addr - s.addr <= s.len && len <= s.len - (addr - s.addr)) return errc::ok;
   }
   return errc::access;
 }

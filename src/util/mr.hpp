@@ -9,18 +9,18 @@
 // update.
 #pragma once
 
-#include "core/errc.hpp"
-#include "util/object.hpp"
-
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <sys/uio.h>
 
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <shared_mutex>
-#include <sys/uio.h>
 #include <unordered_map>
+
+#include "core/errc.hpp"
+#include "util/object.hpp"
 
 namespace weft::util {
 

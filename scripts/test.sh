@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds weft and runs every test: the regular build, then an
+# AddressSanitizer + UndefinedBehaviorSanitizer build of the same tests.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/scripts/deps.sh"
+cd "$root"
+status=0
+
+echo "== build (RelWithDebInfo)"
+bash scripts/build.sh build
+echo "== tests"
+ctest --test-dir build --output-on-failure -j2 || status=1
+
+echo "== build (ASan + UBSan)"
+bash scripts/build.sh build-asan -DWEFT_SANITIZE=address,undefined
+echo "== tests under ASan + UBSan"
+# Debian's binaries are not instrumented: the sanitizer runtime must load first.
+asan_rt=$(g++ -print-file-name=libasan.so)
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  WEFT_PRELOAD="$asan_rt" ctest --test-dir build-asan --output-on-failure -j2 || status=1
+
+exit $status

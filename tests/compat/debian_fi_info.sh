@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Debian's own fi_info (libfabric-bin, built for 1.17) run on weft's library.
+# Usage: debian_fi_info.sh <weft library dir> <weft tools dir>
+set -u
+# Under the sanitizer build weft's library needs the ASan runtime loaded
+# first; leaks of Debian's uninstrumented binaries are not ours to report.
+if [ -n "${WEFT_PRELOAD:-}" ]; then
+  export LD_PRELOAD=$WEFT_PRELOAD
+  export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+fi
+lib=$1
+fi_info=/usr/bin/fi_info
+[ -x "$fi_info" ] || { echo "SKIP: $fi_info not installed (apt-get install libfabric-bin)"; exit 77; }
+fail=0 pass=0
+check() { # name, command...
+  local name=$1; shift
+  if "$@"; then pass=$((pass + 1)); else echo "FAIL: $name"; fail=$((fail + 1)); fi
+}
+run() { LD_LIBRARY_PATH=$lib "$fi_info" "$@"; }
+
+# Proof of which library ran: weft's version string names weft.
+version=$(run --version)
+echo "$version"
+check "fi_info --version names weft" grep -q "weft" <<<"$version"
+
+list=$(run -l)
+echo "$list"
+check "fi_info -l lists udp" grep -q "^udp:" <<<"$list"
+
+verbose=$(run -p udp -v)
+check "fi_info -p udp -v exits 0" test $? -eq 0
+check "fi_info -p udp -v prints fi_info" grep -q "^fi_info:" <<<"$verbose"
+check "fi_info -p udp -v names udp" grep -q "prov_name: udp" <<<"$verbose"
+check "fi_info -p udp -v shows FI_EP_DGRAM" grep -q "FI_EP_DGRAM" <<<"$verbose"
+
+short=$(run -p udp)
+check "fi_info -p udp short form" grep -q "provider: udp" <<<"$short"
+
+env=$(run -e)
+check "fi_info -e shows FI_UDP_IFACE" grep -q "FI_UDP_IFACE" <<<"$env"
+
+# A provider weft does not have is an error, not a crash.
+run -p no_such_provider >/dev/null 2>&1
+rc=$?
+check "unknown provider fails cleanly (exit $rc)" test $rc -ne 0 -a $rc -lt 128
+
+echo "debian fi_info: $pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: MIT
+// weft — conformance fixture: a fabric, a domain, and helpers to make
+// endpoints that can reach each other through an AV.
+#pragma once
+
+#include "provider_param.hpp"
+
+#include <chrono>
+#include <vector>
+
+namespace conformance {
+
+class provider_test : public testing::TestWithParam<config> {
+ protected:
+  // Capabilities a test needs beyond FI_MSG; a provider without them skips.
+  virtual uint64_t extra_caps() const { return 0; }
+
+  void SetUp() override {
+    hints = hints_for(GetParam(), FI_MSG | extra_caps());
+    hints->addr_format = FI_SOCKADDR_IN;
+    int ret = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", nullptr, FI_SOURCE, hints, &info);
+    if (ret == -FI_ENODATA && extra_caps()) GTEST_SKIP() << "provider lacks the capabilities";
+    ASSERT_EQ(ret, 0);
+    ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
+    ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
+  }
+  void TearDown() override {
+    for (auto it = eps.rbegin(); it != eps.rend(); ++it) EXPECT_EQ(fi_close(&(*it)->fid), 0);
+    if (av) EXPECT_EQ(fi_close(&av->fid), 0);
+    for (fid_cq* c : cqs) EXPECT_EQ(fi_close(&c->fid), 0);
+    if (domain) EXPECT_EQ(fi_close(&domain->fid), 0);
+    if (fabric) EXPECT_EQ(fi_close(&fabric->fid), 0);
+    fi_freeinfo(info);
+    fi_freeinfo(hints);
+  }
+
+  fid_cq* open_cq(fi_cq_format fmt = FI_CQ_FORMAT_DATA, fi_wait_obj wait = FI_WAIT_NONE,
+                  size_t size = 128) {
+    fi_cq_attr attr{};
+    attr.format = fmt;
+    attr.wait_obj = wait;
+    attr.size = size;
+    fid_cq* c = nullptr;
+    EXPECT_EQ(fi_cq_open(domain, &attr, &c, nullptr), 0);
+    if (c) cqs.push_back(c);
+    return c;
+  }
+  fid_av* open_av(fi_av_type type = FI_AV_TABLE) {
+    fi_av_attr attr{};
+    attr.type = type;
+    EXPECT_EQ(fi_av_open(domain, &attr, &av, nullptr), 0);
+    return av;
+  }
+  // An enabled endpoint bound to `cq` (both directions) and the AV, with its
+  // own address inserted; returns its fi_addr in `self`.
+  fid_ep* open_ep(fid_cq* cq, fi_addr_t* self) {
+    fid_ep* ep = nullptr;
+    EXPECT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
+    if (!ep) return nullptr;
+    eps.push_back(ep);
+    EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
+    EXPECT_EQ(fi_enable(ep), 0);
+    char name[128];
+    size_t len = sizeof name;
+    EXPECT_EQ(fi_getname(&ep->fid, name, &len), 0);
+    EXPECT_EQ(fi_av_insert(av, name, 1, self, 0, nullptr), 1);
+    return ep;
+  }
+  // Reads one completion within a few seconds; -FI_EAVAIL and friends are
+  // returned, never waited through.
+  template <class Entry>
+  ssize_t read_one(fid_cq* cq, Entry* e, fi_addr_t* src = nullptr) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
+      ssize_t n = src ? fi_cq_readfrom(cq, e, 1, src) : fi_cq_read(cq, e, 1);
+      if (n != -FI_EAGAIN || std::chrono::steady_clock::now() > deadline) return n;
+    }
+  }
+
+  fi_info* hints = nullptr;
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_av* av = nullptr;
+  std::vector<fid_cq*> cqs;
+  std::vector<fid_ep*> eps;
+};
+
+}  // namespace conformance

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+// weft — the conformance suite: one set of tests over the public C API,
+// instantiated for every provider (and, later, progress/threading modes).
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cstring>
+#include <string>
+
+namespace conformance {
+
+// One provider configuration the suite runs against.
+struct config {
+  const char* prov;
+  fi_ep_type ep_type;
+  fi_threading threading;
+  std::string name() const {
+    std::string n = std::string(prov) + "_" +
+                    (ep_type == FI_EP_DGRAM ? "dgram" : ep_type == FI_EP_RDM ? "rdm" : "msg");
+    n += threading == FI_THREAD_SAFE ? "_safe" : "_domain";
+    return n;
+  }
+};
+
+inline std::string config_name(const testing::TestParamInfo<config>& info) {
+  return info.param.name();
+}
+
+// The configurations every test is instantiated for.
+inline const config all_configs[] = {
+    {"udp", FI_EP_DGRAM, FI_THREAD_DOMAIN},
+    {"udp", FI_EP_DGRAM, FI_THREAD_SAFE},
+};
+
+// Hints for a configuration: what a typical application asks.
+inline fi_info* hints_for(const config& c, uint64_t caps = FI_MSG) {
+  fi_info* h = fi_allocinfo();
+  h->caps = caps;
+  h->ep_attr->type = c.ep_type;
+  h->domain_attr->threading = c.threading;
+  h->mode = FI_CONTEXT | FI_CONTEXT2;
+  h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  h->fabric_attr->prov_name = strdup(c.prov);
+  return h;
+}
+
+}  // namespace conformance
