@@ -116,11 +116,22 @@ int cq::open(domain& dom, fi_cq_attr* attr, fid_cq** out, void* context) noexcep
     return to_fi(errc::inval);
   }
   fi_cq_attr a = *attr;
-  if (a.format == FI_CQ_FORMAT_UNSPEC) a.format = FI_CQ_FORMAT_CONTEXT;
-  if (a.format < FI_CQ_FORMAT_CONTEXT || a.format > FI_CQ_FORMAT_TAGGED) {
-    WEFT_WARN(prov, FI_LOG_CQ, "unknown CQ format %d", static_cast<int>(a.format));
+  int format = raw_enum(attr->format), wait_obj = raw_enum(attr->wait_obj),
+      wait_cond = raw_enum(attr->wait_cond);
+  if (format == FI_CQ_FORMAT_UNSPEC) format = FI_CQ_FORMAT_CONTEXT;
+  if (format < FI_CQ_FORMAT_CONTEXT || format > FI_CQ_FORMAT_TAGGED) {
+    WEFT_WARN(prov, FI_LOG_CQ, "unknown CQ format %d", format);
     return to_fi(errc::inval);
   }
+  if (wait_obj < FI_WAIT_NONE || wait_obj > FI_WAIT_POLLFD) {
+    WEFT_WARN(prov, FI_LOG_CQ, "unknown CQ wait object %d", wait_obj);
+    return to_fi(errc::inval);
+  }
+  if (wait_cond != FI_CQ_COND_NONE && wait_cond != FI_CQ_COND_THRESHOLD) {
+    WEFT_WARN(prov, FI_LOG_CQ, "unknown CQ wait condition %d", wait_cond);
+    return to_fi(errc::inval);
+  }
+  a.format = static_cast<fi_cq_format>(format);
   if (a.size > max_cq_size) {
     WEFT_WARN(prov, FI_LOG_CQ, "CQ size %zu exceeds the maximum %zu", a.size, max_cq_size);
     return to_fi(errc::inval);
@@ -145,10 +156,6 @@ int cq::open(domain& dom, fi_cq_attr* attr, fid_cq** out, void* context) noexcep
       WEFT_WARN(prov, FI_LOG_CQ, "CQ wait object %d is not supported",
                 static_cast<int>(a.wait_obj));
       return to_fi(errc::nosys);
-  }
-  if (a.wait_cond != FI_CQ_COND_NONE && a.wait_cond != FI_CQ_COND_THRESHOLD) {
-    WEFT_WARN(prov, FI_LOG_CQ, "unknown CQ wait condition %d", static_cast<int>(a.wait_cond));
-    return to_fi(errc::inval);
   }
   return abi_guard([&]() -> int {
     auto c = std::make_unique<cq>(dom, a, context);

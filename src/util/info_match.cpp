@@ -8,6 +8,7 @@
 
 #include "core/info.hpp"
 #include "core/log.hpp"
+#include "util/object.hpp"
 
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -50,9 +51,14 @@ struct matcher {
                   static_cast<unsigned long long>(required & ~supported));
     return true;
   }
-  template <class E>
-  bool same_or_unspec(E want, E have, const char* what) {
-    if (want && want != have) return fail("%s %d not offered (%d)", what, int(want), int(have));
+  bool same_or_unspec(int want, int have, const char* what) {
+    if (want && want != have) return fail("%s %d not offered (%d)", what, want, have);
+    return true;
+  }
+  // An enumerated hint read as an int (C callers may store anything there):
+  // false, logged, when it is not one of the values 0..last.
+  bool in_range(int v, int last, const char* what) {
+    if (v < 0 || v > last) return fail("%s %d is not a valid value", what, v);
     return true;
   }
 };
@@ -121,8 +127,9 @@ void match_ep(matcher& m, const fi_ep_attr& t, const fi_ep_attr* h, fi_ep_attr& 
   out.auth_key = nullptr;
   out.auth_key_size = 0;
   if (!h) return;
-  m.same_or_unspec(h->type, t.type, "endpoint type");
-  m.same_or_unspec(h->protocol, t.protocol, "protocol");
+  if (m.in_range(raw_enum(h->type), FI_EP_SOCK_DGRAM, "endpoint type"))
+    m.same_or_unspec(raw_enum(h->type), t.type, "endpoint type");
+  m.same_or_unspec(static_cast<int>(h->protocol), static_cast<int>(t.protocol), "protocol");
   if (h->protocol_version && h->protocol_version > t.protocol_version)
     m.fail("protocol version %u not offered", h->protocol_version);
   m.at_most(h->max_msg_size, t.max_msg_size, "max_msg_size");
@@ -146,20 +153,33 @@ void match_domain(matcher& m, uint32_t version, const fi_domain_attr& t, const f
   out.domain = nullptr;
   if (!h) return;
   if (!names_match(h->name, t.name)) m.fail("domain %s not offered", h->name);
+  int threading = raw_enum(h->threading), cprog = raw_enum(h->control_progress),
+      dprog = raw_enum(h->data_progress), rm = raw_enum(h->resource_mgmt),
+      av = raw_enum(h->av_type);
+  if (!m.in_range(threading, FI_THREAD_ENDPOINT, "threading") ||
+      !m.in_range(cprog, FI_PROGRESS_CONTROL_UNIFIED, "control progress") ||
+      !m.in_range(dprog, FI_PROGRESS_MANUAL, "data progress") ||
+      !m.in_range(rm, FI_RM_ENABLED, "resource management") ||
+      !m.in_range(av, FI_AV_TABLE, "av_type"))
+    return;
   // Every threading model is served (the lock policy follows it).
-  if (h->threading) out.threading = h->threading;
-  auto progress = [&](fi_progress want, fi_progress have, fi_progress& res, const char* what) {
-    if (!want) return;
+  if (threading) out.threading = h->threading;
+  auto progress = [&](int want_raw, fi_progress have, fi_progress& res, const char* what) {
+    if (!want_raw) return;
+    auto want = static_cast<fi_progress>(want_raw);
     // An automatic-progress provider also serves manual-progress callers.
     if (want != have && !(have == FI_PROGRESS_AUTO && want == FI_PROGRESS_MANUAL))
       m.fail("%s %d not offered", what, int(want));
     else res = want;
   };
-  progress(h->control_progress, t.control_progress, out.control_progress, "control progress");
-  progress(h->data_progress, t.data_progress, out.data_progress, "data progress");
-  if (h->resource_mgmt) out.resource_mgmt = h->resource_mgmt;
-  if (h->av_type) {
-    if (t.av_type && h->av_type != t.av_type) m.fail("av_type %d not offered", int(h->av_type));
+  // FI_PROGRESS_CONTROL_UNIFIED (2.x) asks that control operations progress
+  // with data operations: what a provider without control operations does.
+  if (cprog == FI_PROGRESS_CONTROL_UNIFIED) cprog = 0;
+  progress(cprog, t.control_progress, out.control_progress, "control progress");
+  progress(dprog, t.data_progress, out.data_progress, "data progress");
+  if (rm) out.resource_mgmt = h->resource_mgmt;
+  if (av) {
+    if (t.av_type && av != t.av_type) m.fail("av_type %d not offered", av);
     out.av_type = h->av_type;
   }
   // Memory registration: the provider's requirements must be ones the

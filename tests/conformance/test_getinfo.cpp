@@ -153,6 +153,26 @@ TEST(getinfo_core, prov_attr_only_lists_each_provider_once) {
   fi_freeinfo(info);
 }
 
+// Enumerated fields written by a C caller may hold anything: each garbage
+// value is "no match", never undefined behaviour (the sanitizer build checks).
+TEST(getinfo_core, garbage_enum_hints_are_enodata) {
+  for (int field = 0; field < 5; ++field) {
+    fi_info* hints = fi_allocinfo();
+    int junk = 1000 + field;
+    switch (field) {
+      case 0: std::memcpy(&hints->ep_attr->type, &junk, sizeof junk); break;
+      case 1: std::memcpy(&hints->domain_attr->threading, &junk, sizeof junk); break;
+      case 2: std::memcpy(&hints->domain_attr->data_progress, &junk, sizeof junk); break;
+      case 3: std::memcpy(&hints->domain_attr->av_type, &junk, sizeof junk); break;
+      case 4: std::memcpy(&hints->domain_attr->resource_mgmt, &junk, sizeof junk); break;
+    }
+    fi_info* info = nullptr;
+    EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info), -FI_ENODATA)
+        << "field " << field;
+    fi_freeinfo(hints);
+  }
+}
+
 TEST(getinfo_core, allocinfo_gives_every_attribute) {
   fi_info* i = fi_allocinfo();
   ASSERT_NE(i, nullptr);
