@@ -135,12 +135,20 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
     return to_fi(errc::inval);
   }
   if (completion && !cq->has_room<Lock>()) return to_fi(errc::again);
-  msghdr m{};
-  m.msg_name = &to;
-  m.msg_namelen = tolen;
-  m.msg_iov = const_cast<iovec*>(iov);
-  m.msg_iovlen = count;
-  if (::sendmsg(sock_.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+  ssize_t sent;
+  if (count <= 1) {
+    // One buffer: sendto spares the kernel importing a msghdr and an iovec.
+    sent = ::sendto(sock_.get(), count ? iov[0].iov_base : nullptr, len,
+                    MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&to), tolen);
+  } else {
+    msghdr m{};
+    m.msg_name = &to;
+    m.msg_namelen = tolen;
+    m.msg_iov = const_cast<iovec*>(iov);
+    m.msg_iovlen = count;
+    sent = ::sendmsg(sock_.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  if (sent < 0) {
     errc e = send_errno(errno);
     if (e != errc::again)
       WEFT_WARN(&provider(), FI_LOG_EP_DATA, "sendmsg to %s: %s",
@@ -176,7 +184,8 @@ ssize_t endpoint::post_recv(const iovec* iov, size_t count, void* context,
     e.canceled = false;
     ++rx_tail_;
   }
-  progress<Lock>();
+  // No progress here: posting must not cost a system call. The next CQ or
+  // counter read receives into it.
   return 0;
 }
 
@@ -237,13 +246,21 @@ void endpoint::progress() noexcept {
       space = window[0].iov_len;
     }
     sockaddr_storage from;
-    msghdr m{};
-    m.msg_name = &from;
-    m.msg_namelen = sizeof from;
-    m.msg_iov = window;
-    m.msg_iovlen = n;
-    // MSG_TRUNC makes recvmsg report the datagram's real length.
-    ssize_t r = ::recvmsg(sock_.get(), &m, MSG_DONTWAIT | MSG_TRUNC);
+    // MSG_TRUNC makes the call report the datagram's real length.
+    ssize_t r;
+    if (n == 1) {
+      // One buffer: recvfrom spares the kernel importing a msghdr and iovec.
+      socklen_t fromlen = sizeof from;
+      r = ::recvfrom(sock_.get(), window[0].iov_base, window[0].iov_len, MSG_DONTWAIT | MSG_TRUNC,
+                     reinterpret_cast<sockaddr*>(&from), &fromlen);
+    } else {
+      msghdr m{};
+      m.msg_name = &from;
+      m.msg_namelen = sizeof from;
+      m.msg_iov = window;
+      m.msg_iovlen = n;
+      r = ::recvmsg(sock_.get(), &m, MSG_DONTWAIT | MSG_TRUNC);
+    }
     if (r < 0) return;  // EAGAIN: nothing more has arrived
     size_t full = static_cast<size_t>(r);
     bool trunc = full > space;
