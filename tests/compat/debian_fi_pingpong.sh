@@ -13,6 +13,14 @@ deb=/usr/bin/fi_pingpong ours=$tools/fi_pingpong
 [ -x "$deb" ] || { echo "SKIP: $deb not installed (apt-get install libfabric-bin)"; exit 77; }
 [ -x "$ours" ] || { echo "FAIL: $ours not built"; exit 1; }
 fail=0 pass=0
+# Proof of which library runs: the dynamic linker resolves libfabric.so.1 to
+# weft's build for both binaries.
+for bin in "$deb" "$ours"; do
+  resolved=$(LD_LIBRARY_PATH=$lib ldd "$bin" | awk '/libfabric.so.1/ {print $3}')
+  if [ "$(readlink -f "$resolved")" != "$(readlink -f "$lib/libfabric.so.1")" ]; then
+    echo "FAIL: $bin would load $resolved, not weft's $lib/libfabric.so.1"; exit 1
+  fi
+done
 port=$((20000 + RANDOM % 20000))
 
 pair() { # server client provider endpoint mode
