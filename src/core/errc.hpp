@@ -5,6 +5,7 @@
 #include <rdma/fi_errno.h>
 
 #include <cstddef>
+#include <cstring>
 #include <new>
 #include <sys/types.h>
 
@@ -73,6 +74,17 @@ enum class errc : int {
 
 // The negative return value the C API uses for this error.
 constexpr int to_fi(errc e) noexcept { return -static_cast<int>(e); }
+
+// An enum field or argument written by a C caller may hold any int; reading
+// it through the C++ enum type would be undefined for out-of-range values, so
+// what the application hands in is read as a plain int before validation.
+template <class E>
+int raw_enum(const E& e) noexcept {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
 // Runs an API body and keeps exceptions (only allocation failure is expected)
 // from crossing the C boundary.

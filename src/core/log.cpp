@@ -2,6 +2,7 @@
 // weft — fi_log, fi_log_enabled, fi_log_ready and the environment that steers them.
 #include "core/log.hpp"
 #include "core/api.hpp"
+#include "core/errc.hpp"
 
 #include <cerrno>
 #include <cstdarg>
@@ -89,15 +90,17 @@ fi_provider* core_provider() noexcept { return &core_prov; }
 }  // namespace weft::core
 
 using namespace weft::core;
+using weft::raw_enum;
 
 extern "C" {
 
 WEFT_EXPORT int fi_log_enabled(const struct fi_provider* prov,
                                                           enum fi_log_level level,
                                                           enum fi_log_subsys subsys) {
-  if (static_cast<int>(level) > log_level_max || level < 0) return 0;
+  int lv = raw_enum(level), ss = raw_enum(subsys);  // from C callers: any int
+  if (lv > log_level_max || lv < 0) return 0;
   auto& cfg = config();
-  if (static_cast<unsigned>(subsys) < 32 && !(cfg.subsys_mask & (1u << subsys))) return 0;
+  if (ss >= 0 && ss < 32 && !(cfg.subsys_mask & (1u << ss))) return 0;
   const char* name = prov && prov->name ? prov->name : "core";
   return cfg.provs.allows(name);
 }
@@ -129,9 +132,10 @@ WEFT_EXPORT void fi_log(const struct fi_provider* prov,
   va_end(ap);
   size_t n = strlen(msg);
   const char* nl = (n && msg[n - 1] == '\n') ? "" : "\n";
-  const char* lvl = (level >= 0 && level < 4) ? level_names[level] : "?";
-  const char* sub = (subsys >= 0 && static_cast<size_t>(subsys) < std::size(subsys_names))
-                        ? subsys_names[subsys]
+  int lv = raw_enum(level), ss = raw_enum(subsys);
+  const char* lvl = (lv >= 0 && lv < 4) ? level_names[lv] : "?";
+  const char* sub = (ss >= 0 && static_cast<size_t>(ss) < std::size(subsys_names))
+                        ? subsys_names[ss]
                         : "?";
   std::fprintf(stderr, "weft:%d:%s:%s:%s():%d<%s> %s%s", static_cast<int>(getpid()),
                prov && prov->name ? prov->name : "core", sub, func ? func : "?", line, lvl, msg,

@@ -71,7 +71,11 @@ extern "C" {
 WEFT_EXPORT int fi_param_define(const struct fi_provider* provider, const char* param_name,
                                 enum fi_param_type type, const char* help_string_fmt, ...) {
   if (!param_name || !*param_name || !help_string_fmt) return to_fi(errc::inval);
-  if (type < FI_PARAM_STRING || type > FI_PARAM_SIZE_T) return to_fi(errc::inval);
+  if (raw_enum(type) < FI_PARAM_STRING || raw_enum(type) > FI_PARAM_SIZE_T) {
+    WEFT_WARN(provider, FI_LOG_CORE, "fi_param_define %s: unknown type %d", param_name,
+              raw_enum(type));
+    return to_fi(errc::inval);
+  }
   char help[1024];
   va_list ap;
   va_start(ap, help_string_fmt);

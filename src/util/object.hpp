@@ -141,16 +141,7 @@ struct fid_thunks {
   };
 };
 
-// An enum field written by a C caller may hold any int; reading it through
-// the C++ enum type would be undefined for out-of-range values, so fields
-// from the application are read as plain ints before they are validated.
-template <class E>
-int raw_enum(const E& e) noexcept {
-  static_assert(sizeof(E) == sizeof(int));
-  int v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
+using weft::raw_enum;
 
 // The class of a fid the application passed in, checked before any cast.
 inline bool is_class(const struct fid* f, size_t fclass) noexcept {

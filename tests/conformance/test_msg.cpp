@@ -183,6 +183,20 @@ TEST_P(msg, data_path_before_enable_is_opbadstate) {
   EXPECT_EQ(fi_enable(ep), -FI_ENOAV);  // nothing bound
 }
 
+TEST_P(msg, binding_the_wrong_class_is_einval) {
+  fid_ep* ep = nullptr;
+  ASSERT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
+  eps.push_back(ep);
+  EXPECT_EQ(fi_ep_bind(ep, &fabric->fid, 0), -FI_EINVAL);
+  EXPECT_EQ(fi_ep_bind(ep, &domain->fid, 0), -FI_EINVAL);
+  EXPECT_EQ(fi_ep_bind(ep, &ep->fid, 0), -FI_EINVAL);
+  fid_cq* cq = open_cq();
+  EXPECT_EQ(fi_ep_bind(ep, &cq->fid, 0), -FI_EINVAL);             // no direction
+  EXPECT_EQ(fi_ep_bind(ep, &cq->fid, 1ULL << 62), -FI_EBADFLAGS);  // unknown flag
+  EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_RECV), 0);
+  EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_RECV), -FI_EINVAL);  // one CQ per direction
+}
+
 TEST_P(msg, bad_input) {
   fid_cq* cq = open_cq();
   open_av();
@@ -239,6 +253,59 @@ TEST_P(multi_recv, fills_one_buffer) {
   EXPECT_EQ(e2.buf, big + 10);
   EXPECT_FALSE(e1.flags & FI_MULTI_RECV);
   EXPECT_TRUE(e2.flags & FI_MULTI_RECV);
+}
+
+// The same exchange over IPv6 loopback, where the host has it.
+TEST(msg_ipv6, loopback_exchange) {
+  fi_info* hints = hints_for({"udp", FI_EP_DGRAM, FI_THREAD_DOMAIN});
+  hints->addr_format = FI_SOCKADDR_IN6;
+  fi_info* info = nullptr;
+  if (fi_getinfo(FI_VERSION(1, 17), "::1", nullptr, FI_SOURCE, hints, &info) != 0) {
+    fi_freeinfo(hints);
+    GTEST_SKIP() << "no IPv6 loopback here";
+  }
+  EXPECT_EQ(info->addr_format, static_cast<uint32_t>(FI_SOCKADDR_IN6));
+  EXPECT_EQ(info->src_addrlen, sizeof(sockaddr_in6));
+  fid_fabric* fab;
+  fid_domain* dom;
+  fid_cq* cq;
+  fid_av* av;
+  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+  ASSERT_EQ(fi_domain(fab, info, &dom, nullptr), 0);
+  fi_cq_attr cattr{};
+  cattr.format = FI_CQ_FORMAT_DATA;
+  ASSERT_EQ(fi_cq_open(dom, &cattr, &cq, nullptr), 0);
+  fi_av_attr aattr{};
+  aattr.type = FI_AV_MAP;
+  ASSERT_EQ(fi_av_open(dom, &aattr, &av, nullptr), 0);
+  fid_ep* ep[2];
+  fi_addr_t addr[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(fi_endpoint(dom, info, &ep[i], nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(ep[i], &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_ep_bind(ep[i], &av->fid, 0), 0);
+    ASSERT_EQ(fi_enable(ep[i]), 0);
+    sockaddr_in6 name{};
+    size_t len = sizeof name;
+    ASSERT_EQ(fi_getname(&ep[i]->fid, &name, &len), 0);
+    EXPECT_EQ(name.sin6_family, AF_INET6);
+    ASSERT_EQ(fi_av_insert(av, &name, 1, &addr[i], 0, nullptr), 1);
+  }
+  char buf[16] = {};
+  ASSERT_EQ(fi_recv(ep[1], buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+  ASSERT_EQ(fi_inject(ep[0], "over v6", 8, addr[1]), 0);
+  fi_cq_data_entry e;
+  ssize_t n = -FI_EAGAIN;
+  for (int i = 0; i < 1000000 && n == -FI_EAGAIN; ++i) n = fi_cq_read(cq, &e, 1);
+  EXPECT_EQ(n, 1);
+  EXPECT_STREQ(buf, "over v6");
+  for (fid_ep* e2 : ep) EXPECT_EQ(fi_close(&e2->fid), 0);
+  EXPECT_EQ(fi_close(&av->fid), 0);
+  EXPECT_EQ(fi_close(&cq->fid), 0);
+  EXPECT_EQ(fi_close(&dom->fid), 0);
+  EXPECT_EQ(fi_close(&fab->fid), 0);
+  fi_freeinfo(info);
+  fi_freeinfo(hints);
 }
 
 INSTANTIATE_TEST_SUITE_P(all, msg, testing::ValuesIn(all_configs), config_name);

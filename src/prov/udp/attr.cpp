@@ -3,6 +3,7 @@
 // interface and util's one validator matches hints against it.
 #include "prov/udp/proto.hpp"
 #include "prov/udp/udp.hpp"
+#include "util/info_match.hpp"
 
 #include <rdma/fi_domain.h>
 
@@ -106,5 +107,13 @@ fi_info tmpl = [] {
 }  // namespace
 
 const fi_info& info_template() noexcept { return tmpl; }
+
+bool offers(uint32_t version, const fi_info& wanted) noexcept {
+  // The template speaks IPv4; getinfo specialises it per interface family, so
+  // an IPv6 fi_info is checked against the IPv6 form of the same template.
+  fi_info t = tmpl;
+  if (wanted.addr_format == FI_SOCKADDR_IN6) t.addr_format = FI_SOCKADDR_IN6;
+  return util::info_fits(&provider(), version, t, wanted);
+}
 
 }  // namespace weft::udp

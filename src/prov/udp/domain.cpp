@@ -13,7 +13,7 @@ namespace weft::udp {
 namespace {
 
 int open_domain(util::fabric& fab, fi_info* info, fid_domain** out, void* context) {
-  if (!util::info_fits(&provider(), fab.api(), info_template(), *info)) {
+  if (!offers(fab.api(), *info)) {
     WEFT_WARN(&provider(), FI_LOG_DOMAIN, "the fi_info passed to fi_domain is not one udp offers");
     return to_fi(errc::nodata);
   }

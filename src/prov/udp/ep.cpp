@@ -49,7 +49,7 @@ int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* c
     WEFT_WARN(prov, FI_LOG_EP_CTRL, "udp offers FI_EP_DGRAM endpoints only");
     return to_fi(errc::inval);
   }
-  if (!util::info_fits(prov, dom.api_version(), info_template(), info)) {
+  if (!offers(dom.api_version(), info)) {
     WEFT_WARN(prov, FI_LOG_EP_CTRL, "the endpoint attributes ask for more than udp offers");
     return to_fi(errc::inval);
   }

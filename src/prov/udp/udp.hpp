@@ -29,6 +29,9 @@ fi_provider& provider() noexcept;
 
 // The static capability template (attr.cpp) and its per-interface copies.
 const fi_info& info_template() noexcept;
+// Whether `wanted` (an fi_info passed to fi_domain / fi_endpoint) asks for
+// nothing beyond what udp offers.
+bool offers(uint32_t version, const fi_info& wanted) noexcept;
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** info) noexcept;
 
