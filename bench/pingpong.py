@@ -44,11 +44,13 @@ def loaded_library(binary, libdir):
     return "?"
 
 
-def run_pair(binary, libdir, args, port, cores):
-    """One server/client run; returns {size: (usec_per_xfer, mb_per_sec)}."""
+def run_pair(binary, libdir, args, port, cores, check=False):
+    """One server/client run; returns {size: (usec_per_xfer, mb_per_sec)}.
+    With `check`, fi_pingpong verifies every byte (-c): a correctness pass,
+    not timed (filling and checking the pattern costs more than the transfer)."""
     env = dict(os.environ, LD_LIBRARY_PATH=libdir)
     common = [binary, "-p", args.provider, "-e", args.endpoint, "-I", str(args.iters),
-              "-S", args.sizes] + (["-m", args.mode] if args.mode else []) + ["-c"]
+              "-S", args.sizes] + (["-m", args.mode] if args.mode else []) + (["-c"] if check else [])
     server = subprocess.Popen(["taskset", "-c", cores[0]] + common + ["-B", str(port)],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(0.4)
@@ -120,6 +122,10 @@ def main():
     cores = args.cores.split(",")
     samples = {name: {} for name in libs}
     port = 40000 + os.getpid() % 10000
+    for name, libdir in libs.items():  # correctness first: every byte checked
+        port += 1
+        run_pair(args.binary, libdir, args, port, cores, check=True)
+    print("data checked on both libraries", flush=True)
     for rep in range(args.reps):
         for name, libdir in libs.items():   # interleaved: weft, libfabric, weft, ...
             port += 1
@@ -144,7 +150,8 @@ def main():
 
     cmd = " ".join(sys.argv)
     md = [f"# fi_pingpong {tag}: weft vs Debian libfabric", "",
-          f"`{cmd}` — {args.reps} interleaved repetitions of {args.iters} iterations, "
+          f"`{cmd}` — one run with every byte checked (-c) on each library, then "
+          f"{args.reps} interleaved timed repetitions of {args.iters} iterations, "
           f"server on core {cores[0]}, client on core {cores[1]}, binary `{args.binary}`.", "",
           f"- weft: `{loaded['weft']}`", f"- libfabric: `{loaded['libfabric']}`", "",
           "Latency is fi_pingpong's usec/xfer (one-way); ratio = weft / libfabric "
