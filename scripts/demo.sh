@@ -15,8 +15,11 @@ build/tools/fi_info -p udp
 echo
 echo "== fi_pingpong -p udp: server and client in two processes"
 port=$((30000 + RANDOM % 20000))
-taskset -c 0 build/tools/fi_pingpong -p udp -e dgram -B $port -I 1000 -S all &
+log=$(mktemp)
+taskset -c 0 build/tools/fi_pingpong -p udp -e dgram -B $port -I 1000 -S all >"$log" 2>&1 &
 server=$!
 sleep 0.5
+echo "(client side; one-way latency is usec/xfer)"
 taskset -c 1 build/tools/fi_pingpong -p udp -e dgram -P $port -I 1000 -S all 127.0.0.1
-wait $server
+wait $server || { echo "server failed:"; cat "$log"; exit 1; }
+rm -f "$log"

@@ -183,6 +183,55 @@ TEST_P(msg, data_path_before_enable_is_opbadstate) {
   EXPECT_EQ(fi_enable(ep), -FI_ENOAV);  // nothing bound
 }
 
+// A full CQ holds data back; nothing is dropped (the datagrams wait in the
+// socket until the application makes room).
+TEST_P(msg, full_cq_loses_nothing) {
+  fid_cq* cq = open_cq(FI_CQ_FORMAT_DATA, FI_WAIT_NONE, 4);
+  open_av();
+  fi_addr_t a, b;
+  fid_ep* ea = open_ep(cq, &a);
+  fid_ep* eb = open_ep(cq, &b);
+  constexpr int n = 12;
+  char bufs[n][8];
+  for (auto& buf : bufs) ASSERT_EQ(fi_recv(eb, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+  for (int i = 0; i < n; ++i) {
+    char msg[8];
+    snprintf(msg, sizeof msg, "m%d", i);
+    ASSERT_EQ(fi_inject(ea, msg, sizeof msg, b), 0);
+  }
+  int got = 0;
+  fi_cq_data_entry e[2];
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (got < n && std::chrono::steady_clock::now() < deadline) {
+    ssize_t r = fi_cq_read(cq, e, 2);
+    if (r > 0) got += static_cast<int>(r);
+    else ASSERT_EQ(r, -FI_EAGAIN);
+  }
+  EXPECT_EQ(got, n);
+  for (int i = 0; i < n; ++i) {
+    char want[8];
+    snprintf(want, sizeof want, "m%d", i);
+    EXPECT_STREQ(bufs[i], want);
+  }
+}
+
+// Posting more receives than the receive queue holds is -FI_EAGAIN.
+TEST_P(msg, full_receive_queue_is_eagain) {
+  fid_cq* cq = open_cq();
+  open_av();
+  fi_addr_t a;
+  fid_ep* ep = open_ep(cq, &a);
+  char buf[4];
+  size_t posted = 0;
+  ssize_t r = 0;
+  while ((r = fi_recv(ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, nullptr)) == 0 &&
+         posted <= info->rx_attr->size * 4)
+    ++posted;
+  EXPECT_EQ(r, -FI_EAGAIN);
+  EXPECT_GE(posted, info->rx_attr->size);
+  EXPECT_EQ(fi_rx_size_left(ep), 0);
+}
+
 TEST_P(msg, binding_the_wrong_class_is_einval) {
   fid_ep* ep = nullptr;
   ASSERT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
