@@ -353,14 +353,7 @@ av::av(domain& dom, const av_codec& codec, const fi_av_attr& attr, void* context
 
 av::~av() = default;
 
-int av::close() {
-  if (busy()) {
-    WEFT_WARN(prov_of(this), FI_LOG_AV, "AV still bound to %d endpoints", refs());
-    return to_fi(errc::busy);
-  }
-  delete this;
-  return 0;
-}
+int av::close() { return close_if_unused(prov_of(this), FI_LOG_AV, "AV"); }
 
 int av::bind(struct fid* bfid, uint64_t flags) {
   if (!is_class(bfid, FI_CLASS_EQ)) {

@@ -143,15 +143,7 @@ cntr::cntr(domain& dom, fi_wait_obj wait_obj, void* context)
 
 cntr::~cntr() = default;
 
-int cntr::close() {
-  if (busy()) {
-    WEFT_WARN(domain_->provider(), FI_LOG_CNTR, "counter still has %d endpoints or MRs bound",
-              refs());
-    return to_fi(errc::busy);
-  }
-  delete this;
-  return 0;
-}
+int cntr::close() { return close_if_unused(domain_->provider(), FI_LOG_CNTR, "counter"); }
 
 errc cntr::add_wait_fd(int fd) noexcept {
   return wait_.is_open() ? wait_.add(fd, EPOLLIN) : errc::ok;

@@ -189,14 +189,7 @@ cq::cq(domain& dom, const fi_cq_attr& attr, void* context)
 
 cq::~cq() = default;
 
-int cq::close() {
-  if (busy()) {
-    WEFT_WARN(domain_->provider(), FI_LOG_CQ, "CQ still has %d endpoints or sets bound", refs());
-    return to_fi(errc::busy);
-  }
-  delete this;
-  return 0;
-}
+int cq::close() { return close_if_unused(domain_->provider(), FI_LOG_CQ, "CQ"); }
 
 errc cq::add_wait_fd(int fd) noexcept {
   return wait_.is_open() ? wait_.add(fd, EPOLLIN) : errc::ok;
@@ -360,12 +353,7 @@ int cq::signal() noexcept {
 }
 
 const char* cq::strerror(int prov_errno, const void*, char* buf, size_t len) noexcept {
-  const char* text = fi_strerror(prov_errno);
-  if (buf && len) {
-    std::snprintf(buf, len, "%s", text);
-    return buf;
-  }
-  return text;
+  return error_text(prov_errno, buf, len);
 }
 
 int cq::control(int command, void* arg) {

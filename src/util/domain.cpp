@@ -150,15 +150,7 @@ domain::domain(fabric& fab, const domain_hooks* hooks, const fi_info& info, void
 
 domain::~domain() = default;
 
-int domain::close() {
-  if (busy()) {
-    WEFT_WARN(provider(), FI_LOG_DOMAIN, "domain %s still has %d open objects", name_.c_str(),
-              refs());
-    return to_fi(errc::busy);
-  }
-  delete this;
-  return 0;
-}
+int domain::close() { return close_if_unused(provider(), FI_LOG_DOMAIN, "domain"); }
 
 int domain::bind(struct fid* bfid, uint64_t flags) {
   if (!is_class(bfid, FI_CLASS_EQ)) {

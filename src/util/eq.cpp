@@ -133,14 +133,7 @@ eq::~eq() {
   }
 }
 
-int eq::close() {
-  if (busy()) {
-    WEFT_WARN(prov(), FI_LOG_EQ, "EQ is still bound to %d objects", refs());
-    return to_fi(errc::busy);
-  }
-  delete this;
-  return 0;
-}
+int eq::close() { return close_if_unused(prov(), FI_LOG_EQ, "EQ"); }
 
 // ---- provider side ----
 
@@ -362,13 +355,7 @@ ssize_t eq::sread(uint32_t* event, void* buf, size_t len, int timeout, uint64_t 
 }
 
 const char* eq::strerror(int prov_errno, const void*, char* buf, size_t len) noexcept {
-  // weft's providers report fabric (errno) values as prov_errno.
-  const char* text = fi_strerror(prov_errno);
-  if (buf && len) {
-    std::snprintf(buf, len, "%s", text);
-    return buf;
-  }
-  return text;
+  return error_text(prov_errno, buf, len);
 }
 
 int eq::control(int command, void* arg) {

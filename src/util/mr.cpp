@@ -227,15 +227,7 @@ mr::~mr() {
   if (in_map_) domain_->mrs().erase(map_key_);
 }
 
-int mr::close() {
-  if (busy()) {
-    WEFT_WARN(domain_->provider(), FI_LOG_MR, "MR %llu is still bound to %d objects",
-              static_cast<unsigned long long>(map_key_), refs());
-    return to_fi(errc::busy);
-  }
-  delete this;
-  return 0;
-}
+int mr::close() { return close_if_unused(domain_->provider(), FI_LOG_MR, "memory region"); }
 
 int mr::bind(struct fid* bfid, uint64_t flags) {
   auto* prov = domain_->provider();

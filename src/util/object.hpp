@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/errc.hpp"
+#include "core/log.hpp"
 
 #include <rdma/fabric.h>
 
@@ -91,7 +92,7 @@ class fid_object : public C, public object {
 
   // Defaults: what an object does not implement is "not supported".
   int close() {
-    if (busy()) return core_busy();
+    if (busy()) return to_fi(errc::busy);
     delete static_cast<Self*>(this);
     return 0;
   }
@@ -102,7 +103,16 @@ class fid_object : public C, public object {
   int ops_set(const char*, uint64_t, void*, void*) { return to_fi(errc::nosys); }
 
  protected:
-  static int core_busy() noexcept { return to_fi(errc::busy); }
+  // fi_close for a class whose close needs nothing more: -FI_EBUSY, logged,
+  // while children or bindings still hold the object; else it is destroyed.
+  int close_if_unused(const fi_provider* prov, fi_log_subsys subsys, const char* what) {
+    if (busy()) {
+      WEFT_WARN(prov, subsys, "fi_close: the %s is still referenced by %d objects", what, refs());
+      return to_fi(errc::busy);
+    }
+    delete static_cast<Self*>(this);
+    return 0;
+  }
 };
 
 template <class Self, class C>

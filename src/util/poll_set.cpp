@@ -75,15 +75,7 @@ poll_set::~poll_set() {
   for (const auto& m : members_) std::erase(m.links->sets_, this);
 }
 
-int poll_set::close() {
-  if (busy()) {
-    WEFT_WARN(domain_->provider(), FI_LOG_DOMAIN, "poll set is still referenced %d times",
-              refs());
-    return to_fi(errc::busy);
-  }
-  delete this;
-  return 0;
-}
+int poll_set::close() { return close_if_unused(domain_->provider(), FI_LOG_DOMAIN, "poll set"); }
 
 void poll_set::forget(const poll_links* l) noexcept {
   std::lock_guard g{m_};

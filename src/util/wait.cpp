@@ -5,6 +5,7 @@
 #include "core/log.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <sys/epoll.h>
@@ -73,6 +74,13 @@ errc wait_fd::wait(int timeout_ms) noexcept {
   for (int i = 0; i < n; ++i)
     if (evs[i].data.fd == event_.get()) drain();
   return errc::ok;
+}
+
+const char* error_text(int prov_errno, char* buf, size_t len) noexcept {
+  const char* text = fi_strerror(prov_errno);
+  if (!buf || !len) return text;
+  std::snprintf(buf, len, "%s", text);
+  return buf;
 }
 
 uint64_t now_ns() noexcept {

@@ -75,6 +75,10 @@ class mutex_cond {
   pthread_cond_t cond_;
 };
 
+// fi_cq_strerror / fi_eq_strerror: weft's providers report FI_E* values as
+// prov_errno; the text goes to buf when the caller gives one.
+const char* error_text(int prov_errno, char* buf, size_t len) noexcept;
+
 // Milliseconds left of a timeout that started at `start_ns` (-1 stays -1).
 int remaining_ms(int timeout_ms, uint64_t start_ns) noexcept;
 uint64_t now_ns() noexcept;

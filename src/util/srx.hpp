@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: MIT
+// weft — the receive-matching engine: the one shared receive context every
+// provider matches through, and the owner side of the peer SRX (fi_peer(3)).
+//
+// Two sides meet here:
+//  - the endpoint (the application's fi_recv / fi_trecv / *msg calls) posts
+//    receives with post_msg / post_tag and cancels them with cancel;
+//  - a provider that received a message (the "peer": shm, tcp, or the owner
+//    itself running alone) asks for a match with get_msg / get_tag, through
+//    a fid_peer_srx whose owner_ops land in this class.
+//
+// Contract with the peer (beyond fi_peer(3); see also include/rdma/providers/fi_peer.h):
+//  * get_*: 0 hands back a posted receive (iov/desc/count/context/flags set,
+//    addr/msg_size/tag set to the message's); -FI_ENOENT hands back a fresh
+//    entry for an unexpected message. The peer then sets peer_context, and
+//    cq_data plus FI_REMOTE_CQ_DATA in flags if the message carries data, and
+//    calls queue_* with it (it may call free_entry instead to drop the message).
+//    From get_* to queue_*, next/prev belong to the engine: the entry already
+//    holds the message's place in arrival order, so a receive posted in
+//    between still matches messages in order.
+//  * queue_* may call start_* on the same entry before it returns, when a
+//    receive matched the message between get_* and queue_*: the peer must not
+//    hold, across queue_*, a lock that its start_* takes.
+//  * start_*: the entry now describes a posted buffer; the peer moves the data
+//    (truncating to the buffer, with an FI_ETRUNC error completion) and writes
+//    the completion: op_context = context, flags = flags & (FI_MSG | FI_TAGGED
+//    | FI_RECV | FI_MULTI_RECV | FI_REMOTE_CQ_DATA), buf = iov[0].iov_base,
+//    tag, cq_data, src = addr; then free_entry. FI_COMPLETION in flags is the
+//    posting's flag, for endpoints bound with FI_SELECTIVE_COMPLETION.
+//  * discard_*: drop the message, no completion (the engine writes whatever
+//    completion the application's request needs), then free_entry.
+//  * Ownership passes on start_* / discard_* whatever they return.
+//  * The engine calls start_* / discard_* without holding its lock.
+#pragma once
+
+#include "util/cq.hpp"
+#include "util/lock.hpp"
+
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_peer.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace weft::util {
+
+// Where an entry is; only the engine reads it.
+enum class srx_state : uint8_t {
+  free,             // in the pool
+  posted,           // on a posted queue
+  unexp_pending,    // on an unexpected queue, the peer has not called queue_* yet
+  unexp_ready,      // on an unexpected queue, queued by the peer
+  matched_pending,  // matched by a receive before queue_*: queue_* starts it
+  claimed,          // taken by FI_PEEK | FI_CLAIM, waiting for its FI_CLAIM receive
+  peer,             // handed to the peer until free_entry
+};
+
+// One posted receive or unexpected message. The peer's view comes first, so
+// the fi_peer_rx_entry* the peer holds converts back (pointer-interconvertible).
+struct srx_entry {
+  static constexpr size_t max_iov = 4;
+
+  fi_peer_rx_entry rx;
+  uint64_t ignore;    // tagged posted receives: bits of tag that do not count
+  srx_state state;
+  bool tagged;
+  iovec iov[max_iov];   // rx.iov points here when a buffer is attached
+  void* desc[max_iov];  // rx.desc likewise
+
+  static srx_entry* from(fi_peer_rx_entry* e) noexcept {
+    return reinterpret_cast<srx_entry*>(e);
+  }
+};
+static_assert(std::is_standard_layout_v<srx_entry>);
+static_assert(sizeof(srx_entry) <= 256, "an unexpected message costs one small entry");
+
+// Intrusive doubly linked list over fi_peer_rx_entry::next/prev, circular
+// around a sentinel: O(1) append and unlink, no allocation.
+class rx_queue {
+ public:
+  rx_queue() noexcept { head_.next = head_.prev = &head_; }
+  rx_queue(const rx_queue&) = delete;
+  rx_queue& operator=(const rx_queue&) = delete;
+
+  bool empty() const noexcept { return head_.next == &head_; }
+  fi_peer_rx_entry* front() noexcept { return empty() ? nullptr : head_.next; }
+  fi_peer_rx_entry* end() noexcept { return &head_; }
+  void push_back(fi_peer_rx_entry* e) noexcept {
+    e->prev = head_.prev;
+    e->next = &head_;
+    head_.prev->next = e;
+    head_.prev = e;
+  }
+  static void unlink(fi_peer_rx_entry* e) noexcept {
+    e->prev->next = e->next;
+    e->next->prev = e->prev;
+    e->next = e->prev = nullptr;
+  }
+  // The oldest entry satisfying `pred`, or nullptr.
+  template <class P>
+  fi_peer_rx_entry* find(P&& pred) noexcept {
+    for (fi_peer_rx_entry* e = head_.next; e != &head_; e = e->next)
+      if (pred(srx_entry::from(e))) return e;
+    return nullptr;
+  }
+
+ private:
+  fi_peer_rx_entry head_{};
+};
+
+// Entries, grown in chunks and reused through a free list: the match path
+// allocates only when every entry is in use.
+class srx_pool {
+ public:
+  explicit srx_pool(size_t chunk) noexcept : chunk_(chunk ? chunk : 1) {}
+  // An entry, zeroed; nullptr when memory is exhausted.
+  srx_entry* take() noexcept;
+  void put(srx_entry* e) noexcept;
+  bool grow(size_t n) noexcept;
+  size_t capacity() const noexcept { return capacity_; }
+  size_t available() const noexcept { return available_; }
+
+ private:
+  size_t chunk_;
+  std::vector<std::unique_ptr<srx_entry[]>> chunks_;
+  fi_peer_rx_entry* free_ = nullptr;  // singly linked through next
+  size_t capacity_ = 0;
+  size_t available_ = 0;
+};
+
+struct srx_attr {
+  const fi_provider* prov = nullptr;  // names the provider in log lines
+  cq* rx_cq = nullptr;                // for peek, claim-discard and cancel completions
+  fi_threading threading = FI_THREAD_DOMAIN;  // picks the peer faces' lock policy
+  size_t size = 0;                    // most receives posted at once; 0: no limit
+  size_t min_multi_recv = 64;         // FI_OPT_MIN_MULTI_RECV
+  bool directed_recv = false;         // FI_DIRECTED_RECV: honour a receive's src_addr
+  size_t chunk = 256;                 // entries added when the pool runs dry
+};
+
+struct srx_stats {
+  size_t posted, unexpected, claimed, pool_capacity, pool_available;
+};
+
+class srx {
+ public:
+  explicit srx(const srx_attr& attr);
+  ~srx();
+  srx(const srx&) = delete;
+  srx& operator=(const srx&) = delete;
+
+  // A fid_peer_srx for one peer (fi_peer_srx_context::srx): owner_ops lead
+  // here under the lock policy of attr.threading; peer_ops points at a table
+  // the face owns, filled from `ops` (or with stubs that drop the entry) and
+  // which the peer may overwrite or repoint. Control path; lives as long as
+  // the engine. Throws std::bad_alloc.
+  fid_peer_srx* add_peer(const fi_ops_srx_peer* ops = nullptr, void* context = nullptr);
+
+  // ---- endpoint side: Lock must be the policy of attr.threading ----
+  // fi_recv / fi_recvv / fi_recvmsg. flags: FI_MULTI_RECV (one iov),
+  // FI_COMPLETION (passed to the peer). -FI_EAGAIN when `size` are posted.
+  template <class Lock>
+  ssize_t post_msg(const iovec* iov, void** desc, size_t count, fi_addr_t src, void* context,
+                   uint64_t flags) noexcept;
+  // fi_trecv / fi_trecvv / fi_trecvmsg, with FI_PEEK, FI_CLAIM, FI_DISCARD.
+  template <class Lock>
+  ssize_t post_tag(const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t tag,
+                   uint64_t ignore, void* context, uint64_t flags) noexcept;
+  // fi_cancel: the posted receive with this context gets an FI_ECANCELED
+  // error completion. -FI_ENOENT when none is posted (fi_cancel answers 0).
+  template <class Lock>
+  ssize_t cancel(void* context) noexcept;
+  template <class Lock>
+  ssize_t rx_size_left() noexcept;
+  // Discards every queued unexpected and claimed message through its peer
+  // and drops posted receives without completions: the owner calls it at
+  // close, while the peers are still open. Messages a peer got from get_*
+  // but has not queued stay the peer's.
+  template <class Lock>
+  void shutdown() noexcept;
+  template <class Lock>
+  srx_stats stats() noexcept;
+
+  // ---- peer side (owner_ops; the owner provider may call these directly) ----
+  template <class Lock>
+  int get_msg(fid_peer_srx* face, const fi_peer_match_attr& attr, fi_peer_rx_entry** out) noexcept;
+  template <class Lock>
+  int get_tag(fid_peer_srx* face, const fi_peer_match_attr& attr, fi_peer_rx_entry** out) noexcept;
+  template <class Lock>
+  int queue_msg(fi_peer_rx_entry* e) noexcept { return queue<Lock>(e, false); }
+  template <class Lock>
+  int queue_tag(fi_peer_rx_entry* e) noexcept { return queue<Lock>(e, true); }
+  template <class Lock>
+  void free_entry(fi_peer_rx_entry* e) noexcept;
+  template <class Lock>
+  void foreach_unspec_addr(fi_addr_t (*get_addr)(fi_peer_rx_entry*)) noexcept;
+
+  // Control path: before receives are posted, or between them.
+  void set_cq(cq* c) noexcept { cq_ = c; }
+  void set_min_multi_recv(size_t n) noexcept { min_multi_recv_ = n; }
+  const fi_provider* provider() const noexcept { return prov_; }
+
+  // The engine behind a face handed out by add_peer.
+  static srx* of(fid_peer_srx* face) noexcept;
+
+ private:
+  struct face;
+  struct null_guard {};
+  template <class Lock>
+  auto guard() noexcept {
+    if constexpr (std::is_same_v<Lock, null_lock>)
+      return null_guard{};
+    else
+      return std::unique_lock<std::mutex>{mutex_};
+  }
+
+  template <class Lock>
+  int queue(fi_peer_rx_entry* e, bool tagged) noexcept;
+  template <class Lock>
+  ssize_t post(srx_entry& want, uint64_t flags) noexcept;
+  template <class Lock>
+  ssize_t peek(const srx_entry& want, uint64_t flags) noexcept;
+  template <class Lock>
+  ssize_t claim(const srx_entry& want, uint64_t flags) noexcept;
+  template <class Lock>
+  int get(fid_peer_srx* face, const fi_peer_match_attr& attr, fi_peer_rx_entry** out,
+          bool tagged) noexcept;
+
+  // Under the lock. The oldest unexpected message `want` matches; `ready_only`
+  // skips messages the peer has not queued yet (peeks see only those).
+  fi_peer_rx_entry* match_unexpected(const srx_entry& want, bool ready_only) noexcept;
+  // Moves the next piece of multi-receive buffer `m` into `slice`; true when
+  // that releases `m` (what is left is below min_multi_recv).
+  bool carve(srx_entry& m, srx_entry& slice, size_t msg_size) noexcept;
+  // Gives `e` the buffer, context and flags of the receive `want`.
+  static void attach(srx_entry& e, const srx_entry& want) noexcept;
+  void release(srx_entry* e) noexcept;
+  // Hands entries collected under the lock to their peers' start/discard.
+  static void start_all(rx_queue& q) noexcept;
+  template <class Lock>
+  void complete(const cq_entry& c) noexcept;
+  template <class Lock>
+  void complete_error(void* context, uint64_t flags, uint64_t tag, int err) noexcept;
+
+  const fi_provider* prov_;
+  cq* cq_;
+  size_t size_;
+  size_t min_multi_recv_;
+  bool directed_;
+  const fi_ops_srx_owner* owner_ops_;
+  std::mutex mutex_;
+  srx_pool pool_;
+  rx_queue posted_msg_, posted_tag_;
+  rx_queue unexp_msg_, unexp_tag_;
+  rx_queue claimed_;
+  size_t posted_ = 0, unexpected_ = 0, claimed_count_ = 0;
+  std::vector<std::unique_ptr<face>> faces_;
+};
+
+}  // namespace weft::util
