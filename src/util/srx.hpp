@@ -4,32 +4,36 @@
 //
 // Two sides meet here:
 //  - the endpoint (the application's fi_recv / fi_trecv / *msg calls) posts
-//    receives with post_msg / post_tag and cancels them with cancel;
+//    receives with post_msg / post_tag and cancels them with cancel. The
+//    engine itself writes the completions that no message produces: peek
+//    hits and misses (FI_ENOMSG), claim-discards, cancels (FI_ECANCELED);
 //  - a provider that received a message (the "peer": shm, tcp, or the owner
 //    itself running alone) asks for a match with get_msg / get_tag, through
-//    a fid_peer_srx whose owner_ops land in this class.
+//    a fid_peer_srx (add_peer) whose owner_ops land in this class.
 //
-// Contract with the peer (beyond fi_peer(3); see also include/rdma/providers/fi_peer.h):
-//  * get_*: 0 hands back a posted receive (iov/desc/count/context/flags set,
-//    addr/msg_size/tag set to the message's); -FI_ENOENT hands back a fresh
-//    entry for an unexpected message. The peer then sets peer_context, and
-//    cq_data plus FI_REMOTE_CQ_DATA in flags if the message carries data, and
-//    calls queue_* with it (it may call free_entry instead to drop the message).
-//    From get_* to queue_*, next/prev belong to the engine: the entry already
-//    holds the message's place in arrival order, so a receive posted in
-//    between still matches messages in order.
+// Contract with the peer (beyond fi_peer(3) and include/rdma/providers/fi_peer.h):
+//  * get_*: 0 hands back a posted receive: iov/desc/count/context/flags are
+//    the receive's (a slice of the buffer for FI_MULTI_RECV), addr/msg_size/
+//    tag the message's. -FI_ENOENT hands back a fresh entry for an unexpected
+//    message: the peer sets peer_context, and cq_data plus FI_REMOTE_CQ_DATA
+//    in flags if the message carries data (the one exception to "only the
+//    owner writes the fields"), then calls queue_* (or free_entry to drop the
+//    message). From get_* to queue_*, next/prev belong to the engine: the
+//    entry already holds the message's place in arrival order, so a receive
+//    posted in between still takes messages in order. -FI_ENOMEM: no entry.
 //  * queue_* may call start_* on the same entry before it returns, when a
 //    receive matched the message between get_* and queue_*: the peer must not
 //    hold, across queue_*, a lock that its start_* takes.
-//  * start_*: the entry now describes a posted buffer; the peer moves the data
-//    (truncating to the buffer, with an FI_ETRUNC error completion) and writes
-//    the completion: op_context = context, flags = flags & (FI_MSG | FI_TAGGED
-//    | FI_RECV | FI_MULTI_RECV | FI_REMOTE_CQ_DATA), buf = iov[0].iov_base,
-//    tag, cq_data, src = addr; then free_entry. FI_COMPLETION in flags is the
-//    posting's flag, for endpoints bound with FI_SELECTIVE_COMPLETION.
+//  * start_* (and a 0 from get_*): the entry describes a posted buffer; the
+//    peer moves the data (truncating to the buffer, with an FI_ETRUNC error
+//    completion) and writes the completion: op_context = context, flags =
+//    flags & (FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_REMOTE_CQ_DATA),
+//    buf = iov[0].iov_base, tag, cq_data, src = addr; then free_entry.
+//    FI_COMPLETION in flags is the posting's, for FI_SELECTIVE_COMPLETION.
 //  * discard_*: drop the message, no completion (the engine writes whatever
 //    completion the application's request needs), then free_entry.
-//  * Ownership passes on start_* / discard_* whatever they return.
+//  * Ownership passes on start_* / discard_* whatever they return; while the
+//    peer holds an entry, next/prev are the peer's.
 //  * The engine calls start_* / discard_* without holding its lock.
 #pragma once
 
@@ -44,6 +48,16 @@
 #include <vector>
 
 namespace weft::util {
+
+// The matching rules. A receive's source FI_ADDR_UNSPEC takes any sender
+// (the endpoint passes FI_ADDR_UNSPEC unless FI_DIRECTED_RECV is on).
+inline bool srx_addr_match(fi_addr_t want, fi_addr_t have) noexcept {
+  return want == FI_ADDR_UNSPEC || want == have;
+}
+// fi_tagged(3): send_tag & ~ignore == recv_tag & ~ignore.
+inline bool srx_tag_match(uint64_t want, uint64_t ignore, uint64_t have) noexcept {
+  return ((want ^ have) & ~ignore) == 0;
+}
 
 // Where an entry is; only the engine reads it.
 enum class srx_state : uint8_t {
@@ -62,15 +76,16 @@ struct srx_entry {
   static constexpr size_t max_iov = 4;
 
   fi_peer_rx_entry rx;
-  uint64_t ignore;    // tagged posted receives: bits of tag that do not count
+  uint64_t ignore;      // tagged posted receives: bits of tag that do not count;
+                        // multi-receive buffers: the minimum left when posted
+  uint64_t post_flags;  // flags of the receive matched to a message; merged into
+                        // rx.flags under the lock once the peer is done with them
   srx_state state;
   bool tagged;
   iovec iov[max_iov];   // rx.iov points here when a buffer is attached
   void* desc[max_iov];  // rx.desc likewise
 
-  static srx_entry* from(fi_peer_rx_entry* e) noexcept {
-    return reinterpret_cast<srx_entry*>(e);
-  }
+  static srx_entry* from(fi_peer_rx_entry* e) noexcept { return reinterpret_cast<srx_entry*>(e); }
 };
 static_assert(std::is_standard_layout_v<srx_entry>);
 static_assert(sizeof(srx_entry) <= 256, "an unexpected message costs one small entry");
@@ -130,13 +145,13 @@ class srx_pool {
 };
 
 struct srx_attr {
-  const fi_provider* prov = nullptr;  // names the provider in log lines
-  cq* rx_cq = nullptr;                // for peek, claim-discard and cancel completions
+  const fi_provider* prov = nullptr;          // names the provider in log lines
+  cq* rx_cq = nullptr;                        // for peek, claim-discard and cancel completions
   fi_threading threading = FI_THREAD_DOMAIN;  // picks the peer faces' lock policy
-  size_t size = 0;                    // most receives posted at once; 0: no limit
-  size_t min_multi_recv = 64;         // FI_OPT_MIN_MULTI_RECV
-  bool directed_recv = false;         // FI_DIRECTED_RECV: honour a receive's src_addr
-  size_t chunk = 256;                 // entries added when the pool runs dry
+  size_t size = 0;                            // most receives posted at once; 0: no limit
+  size_t min_multi_recv = 64;                 // FI_OPT_MIN_MULTI_RECV
+  bool directed_recv = false;                 // FI_DIRECTED_RECV: honour a receive's src_addr
+  size_t chunk = 256;                         // entries added when the pool runs dry
 };
 
 struct srx_stats {
@@ -188,9 +203,13 @@ class srx {
   template <class Lock>
   int get_tag(fid_peer_srx* face, const fi_peer_match_attr& attr, fi_peer_rx_entry** out) noexcept;
   template <class Lock>
-  int queue_msg(fi_peer_rx_entry* e) noexcept { return queue<Lock>(e, false); }
+  int queue_msg(fi_peer_rx_entry* e) noexcept {
+    return queue<Lock>(e, false);
+  }
   template <class Lock>
-  int queue_tag(fi_peer_rx_entry* e) noexcept { return queue<Lock>(e, true); }
+  int queue_tag(fi_peer_rx_entry* e) noexcept {
+    return queue<Lock>(e, true);
+  }
   template <class Lock>
   void free_entry(fi_peer_rx_entry* e) noexcept;
   template <class Lock>
@@ -205,8 +224,16 @@ class srx {
   static srx* of(fid_peer_srx* face) noexcept;
 
  private:
-  struct face;
+  // One peer's fid_peer_srx, with the peer_ops table the owner provides.
+  struct face : fid_peer_srx {
+    srx* engine;
+    fi_ops_srx_peer table;
+  };
   struct null_guard {};
+  static constexpr uint64_t recv_msg = FI_MSG | FI_RECV;
+  static constexpr uint64_t recv_tag = FI_TAGGED | FI_RECV;
+  static constexpr uint64_t report_mask = FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV;
+  static const fi_ops_srx_owner* owner_table(fi_threading t) noexcept;
   template <class Lock>
   auto guard() noexcept {
     if constexpr (std::is_same_v<Lock, null_lock>)
@@ -218,7 +245,7 @@ class srx {
   template <class Lock>
   int queue(fi_peer_rx_entry* e, bool tagged) noexcept;
   template <class Lock>
-  ssize_t post(srx_entry& want, uint64_t flags) noexcept;
+  ssize_t post(srx_entry& want) noexcept;
   template <class Lock>
   ssize_t peek(const srx_entry& want, uint64_t flags) noexcept;
   template <class Lock>
@@ -227,6 +254,8 @@ class srx {
   int get(fid_peer_srx* face, const fi_peer_match_attr& attr, fi_peer_rx_entry** out,
           bool tagged) noexcept;
 
+  // Under the lock. The oldest posted receive the message `a` matches.
+  fi_peer_rx_entry* match_posted(const fi_peer_match_attr& a, bool tagged) noexcept;
   // Under the lock. The oldest unexpected message `want` matches; `ready_only`
   // skips messages the peer has not queued yet (peeks see only those).
   fi_peer_rx_entry* match_unexpected(const srx_entry& want, bool ready_only) noexcept;
@@ -235,9 +264,13 @@ class srx {
   bool carve(srx_entry& m, srx_entry& slice, size_t msg_size) noexcept;
   // Gives `e` the buffer, context and flags of the receive `want`.
   static void attach(srx_entry& e, const srx_entry& want) noexcept;
+  // rx.flags of a matched message: the receive's, and the peer's FI_REMOTE_CQ_DATA.
+  static void settle(srx_entry& e) noexcept {
+    e.rx.flags = e.post_flags | (e.rx.flags & FI_REMOTE_CQ_DATA);
+  }
   void release(srx_entry* e) noexcept;
-  // Hands entries collected under the lock to their peers' start/discard.
-  static void start_all(rx_queue& q) noexcept;
+  // Hands entries collected under the lock to their peers' start_* (or discard_*).
+  static void start_all(rx_queue& q, bool discard) noexcept;
   template <class Lock>
   void complete(const cq_entry& c) noexcept;
   template <class Lock>
