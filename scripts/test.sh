@@ -20,4 +20,7 @@ asan_rt=$(g++ -print-file-name=libasan.so)
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   WEFT_PRELOAD="$asan_rt" ctest --test-dir build-asan --output-on-failure -j2 || status=1
 
+echo "== fuzz: tcp frame reader, 30 s"
+bash fuzz/run_tcp_frame.sh 30 || status=1
+
 exit $status

@@ -100,6 +100,7 @@ struct frame {
   uint8_t req_op;        // error: op of the failed request
   uint8_t addr_len;      // hello
   uint8_t addr[proto::hello_addr_max];
+  friend bool operator==(const frame&, const frame&) = default;
 };
 
 // Header bytes (base + extension) a frame of this op with iov_count iovs
@@ -149,6 +150,11 @@ inline size_t build_msg_header(std::byte* out, proto::op op, uint16_t flags, uin
 class frame_reader {
  public:
   enum class status : uint8_t { more, header, payload, done, error };
+  // An error and the offending value (see frame_error), or none.
+  struct check {
+    frame_error e;
+    uint64_t value;
+  };
   struct result {
     status st;
     size_t used;  // input bytes consumed
@@ -177,7 +183,7 @@ class frame_reader {
   std::span<std::byte> recv_window() const noexcept;
   // The caller wrote n bytes at the start of recv_window() itself. Returns
   // done (payload complete), payload (target full, more to come) or more;
-  // error if n exceeds the window.
+  // error, and nothing changes, if n exceeds the window (a caller bug).
   status recv_commit(size_t n) noexcept;
 
   // The stream ended: none at a frame boundary, truncated (and the reader
@@ -193,8 +199,8 @@ class frame_reader {
   enum class state : uint8_t { base, ext, payload, complete, failed };
 
   result fail(frame_error e, uint64_t value, size_t used) noexcept;
-  frame_error check_base() noexcept;
-  frame_error decode_ext() noexcept;
+  check check_base() noexcept;
+  check decode_ext() noexcept;
   void advance(size_t n) noexcept;
 
   frame_limits lim_;

@@ -173,6 +173,7 @@ struct rma_iov {
   uint64_t addr;
   uint64_t len;
   uint64_t key;
+  friend bool operator==(const rma_iov&, const rma_iov&) = default;
 };
 
 // rma_write, rma_read_req; followed by iov_count rma_iovs.
