@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds weft and runs every test: the regular build, then an
-# AddressSanitizer + UndefinedBehaviorSanitizer build of the same tests.
+# Builds weft and runs every test: the regular build, then the same tests in
+# an AddressSanitizer + UndefinedBehaviorSanitizer build, the unit and
+# conformance tests in a ThreadSanitizer build, and the wire-parser fuzzer.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/deps.sh"
@@ -19,6 +20,13 @@ echo "== tests under ASan + UBSan"
 asan_rt=$(g++ -print-file-name=libasan.so)
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   WEFT_PRELOAD="$asan_rt" ctest --test-dir build-asan --output-on-failure -j2 || status=1
+
+echo "== build (ThreadSanitizer)"
+bash scripts/build.sh build-tsan -DWEFT_SANITIZE=thread
+echo "== unit and conformance tests under ThreadSanitizer"
+# The compat tests run Debian's uninstrumented binaries: not under TSan.
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j2 -E '^compat' \
+  || status=1
 
 echo "== fuzz: tcp frame reader, 30 s"
 bash fuzz/run_tcp_frame.sh 30 || status=1
