@@ -270,31 +270,16 @@ int cntr::control(int command, void* arg) {
       }
       return 0;
     case FI_GETWAITOBJ:
-      if (!arg) return to_fi(errc::inval);
-      *static_cast<fi_wait_obj*>(arg) = wait_obj_ == FI_WAIT_UNSPEC ? FI_WAIT_FD : wait_obj_;
-      return 0;
-    case FI_GETWAIT:
-      if (!arg) return to_fi(errc::inval);
-      switch (wait_obj_) {
-        case FI_WAIT_UNSPEC:
-        case FI_WAIT_FD:
-          *static_cast<int*>(arg) = wait_.fd();
-          break;
-        case FI_WAIT_MUTEX_COND: {
-          auto* mc = static_cast<fi_mutex_cond*>(arg);
-          mc->mutex = cond_.mutex();
-          mc->cond = cond_.cond();
-          break;
-        }
-        default:
-          WEFT_WARN(prov, FI_LOG_CNTR, "the counter has no wait object of its own (wait_obj %d)",
-                    static_cast<int>(wait_obj_));
-          return to_fi(errc::nosys);
-      }
+    case FI_GETWAIT: {
+      int ret = wait_control(command, arg, wait_obj_, wait_, cond_);
+      if (ret == to_fi(errc::nosys))
+        WEFT_WARN(prov, FI_LOG_CNTR, "the counter has no wait object of its own (wait_obj %d)",
+                  static_cast<int>(wait_obj_));
       // From now on the application may sleep on it: writers must signal.
-      if (!exported_.exchange(true, std::memory_order_acq_rel))
+      if (ret == 0 && command == FI_GETWAIT && !exported_.exchange(true, std::memory_order_acq_rel))
         waiters_.fetch_add(1, std::memory_order_seq_cst);
-      return 0;
+      return ret;
+    }
     default:
       return to_fi(errc::nosys);
   }

@@ -357,26 +357,12 @@ const char* cq::strerror(int prov_errno, const void*, char* buf, size_t len) noe
 }
 
 int cq::control(int command, void* arg) {
-  switch (command) {
-    case FI_GETWAITOBJ:
-      if (!arg) return to_fi(errc::inval);
-      *static_cast<fi_wait_obj*>(arg) = wait_obj_ == FI_WAIT_UNSPEC ? FI_WAIT_FD : wait_obj_;
-      return 0;
-    case FI_GETWAIT:
-      if (!arg) return to_fi(errc::inval);
-      if (wait_obj_ == FI_WAIT_NONE || wait_obj_ == FI_WAIT_SET) return to_fi(errc::nosys);
-      if (wait_obj_ == FI_WAIT_MUTEX_COND) {
-        auto* mc = static_cast<fi_mutex_cond*>(arg);
-        mc->mutex = export_cond_.mutex();
-        mc->cond = export_cond_.cond();
-      } else {
-        *static_cast<int*>(arg) = wait_.fd();
-      }
-      // From now on the application may sleep on it: writers must signal.
-      if (!fd_exported_.exchange(true)) signal_on_write_.fetch_add(1, std::memory_order_acq_rel);
-      return 0;
-    default: return to_fi(errc::nosys);
-  }
+  int ret = wait_control(command, arg, wait_obj_, wait_, export_cond_);
+  if (ret == 1) return to_fi(errc::nosys);
+  // From now on the application may sleep on it: writers must signal.
+  if (ret == 0 && command == FI_GETWAIT && !fd_exported_.exchange(true))
+    signal_on_write_.fetch_add(1, std::memory_order_acq_rel);
+  return ret;
 }
 
 }  // namespace weft::util

@@ -359,43 +359,13 @@ const char* eq::strerror(int prov_errno, const void*, char* buf, size_t len) noe
 }
 
 int eq::control(int command, void* arg) {
-  switch (command) {
-    case FI_GETWAITOBJ:
-      if (!arg) return to_fi(errc::inval);
-      *static_cast<fi_wait_obj*>(arg) = wait_obj_ == FI_WAIT_UNSPEC ? FI_WAIT_FD : wait_obj_;
-      return 0;
-    case FI_GETWAIT:
-      if (!arg) return to_fi(errc::inval);
-      switch (wait_obj_) {
-        case FI_WAIT_UNSPEC:
-        case FI_WAIT_FD: *static_cast<int*>(arg) = wait_.fd(); return 0;
-        case FI_WAIT_MUTEX_COND: {
-          auto* mc = static_cast<fi_mutex_cond*>(arg);
-          mc->mutex = cond_.mutex();
-          mc->cond = cond_.cond();
-          return 0;
-        }
-        case FI_WAIT_POLLFD: {
-          // One descriptor that never changes: the epoll set.
-          auto* p = static_cast<fi_wait_pollfd*>(arg);
-          p->change_index = 1;
-          if (p->nfds < 1 || !p->fd) {
-            p->nfds = 1;
-            return to_fi(errc::toosmall);
-          }
-          p->fd[0] = pollfd{wait_.fd(), POLLIN, 0};
-          p->nfds = 1;
-          return 0;
-        }
-        default:
-          WEFT_WARN(prov(), FI_LOG_EQ, "the EQ has no wait object of its own (wait_obj %d)",
-                    static_cast<int>(wait_obj_));
-          return to_fi(errc::nosys);
-      }
-    default:
-      WEFT_WARN(prov(), FI_LOG_EQ, "EQs do not support fi_control command %d", command);
-      return to_fi(errc::nosys);
-  }
+  int ret = wait_control(command, arg, wait_obj_, wait_, cond_);
+  if (ret == to_fi(errc::nosys))
+    WEFT_WARN(prov(), FI_LOG_EQ, "the EQ has no wait object of its own (wait_obj %d)",
+              static_cast<int>(wait_obj_));
+  if (ret != 1) return ret;
+  WEFT_WARN(prov(), FI_LOG_EQ, "EQs do not support fi_control command %d", command);
+  return to_fi(errc::nosys);
 }
 
 }  // namespace weft::util

@@ -13,6 +13,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -82,44 +83,50 @@ uint64_t result_caps(uint64_t want, uint64_t have) {
   return prim | mods | sec | other;
 }
 
-void match_tx(matcher& m, const fi_tx_attr& t, const fi_tx_attr* h, uint64_t caps,
-              fi_tx_attr& out) {
+// What transmit and receive attributes share: capabilities, the modes the
+// provider needs (checked against the application's when it states any here;
+// otherwise fi_info.mode, checked once, speaks for them), orders, queue size
+// and iov limit. Results take the application's values where it gave some.
+template <class A>
+void match_queue(matcher& m, const A& t, const A* h, uint64_t caps, A& out, const char* dir) {
   out = t;
   out.caps = t.caps & (caps | primary_modifiers);
   if (!h) return;
-  m.subset(h->caps, t.caps, "tx caps") && m.modes(t.mode, h->mode | t.mode * !h->mode, "tx mode");
-  m.subset(h->msg_order, t.msg_order, "tx msg_order");
-  m.subset(h->comp_order, t.comp_order, "tx comp_order");
-  m.at_most(h->inject_size, t.inject_size, "inject_size");
-  m.at_most(h->size, t.size, "tx size");
-  m.at_most(h->iov_limit, t.iov_limit, "tx iov_limit");
-  m.at_most(h->rma_iov_limit, t.rma_iov_limit, "rma_iov_limit");
+  char what[32];
+  std::snprintf(what, sizeof what, "%s caps", dir);
+  m.subset(h->caps, t.caps, what);
+  std::snprintf(what, sizeof what, "%s mode", dir);
+  if (h->mode) m.modes(t.mode, h->mode, what);
+  std::snprintf(what, sizeof what, "%s msg_order", dir);
+  m.subset(h->msg_order, t.msg_order, what);
+  std::snprintf(what, sizeof what, "%s comp_order", dir);
+  m.subset(h->comp_order, t.comp_order, what);
+  std::snprintf(what, sizeof what, "%s size", dir);
+  m.at_most(h->size, t.size, what);
+  std::snprintf(what, sizeof what, "%s iov_limit", dir);
+  m.at_most(h->iov_limit, t.iov_limit, what);
   if (h->caps) out.caps = result_caps(h->caps, t.caps) & t.caps;
   out.op_flags = h->op_flags;
   if (h->msg_order) out.msg_order = h->msg_order;
   if (h->comp_order) out.comp_order = h->comp_order;
   if (h->size) out.size = h->size;
   if (h->iov_limit) out.iov_limit = h->iov_limit;
+}
+
+void match_tx(matcher& m, const fi_tx_attr& t, const fi_tx_attr* h, uint64_t caps,
+              fi_tx_attr& out) {
+  match_queue(m, t, h, caps, out, "tx");
+  if (!h) return;
+  m.at_most(h->inject_size, t.inject_size, "inject_size");
+  m.at_most(h->rma_iov_limit, t.rma_iov_limit, "rma_iov_limit");
   out.tclass = h->tclass;
 }
 
 void match_rx(matcher& m, const fi_rx_attr& t, const fi_rx_attr* h, uint64_t caps,
               fi_rx_attr& out) {
-  out = t;
-  out.caps = t.caps & (caps | primary_modifiers);
+  match_queue(m, t, h, caps, out, "rx");
   if (!h) return;
-  m.subset(h->caps, t.caps, "rx caps");
-  m.subset(h->msg_order, t.msg_order, "rx msg_order");
-  m.subset(h->comp_order, t.comp_order, "rx comp_order");
   m.at_most(h->total_buffered_recv, t.total_buffered_recv, "total_buffered_recv");
-  m.at_most(h->size, t.size, "rx size");
-  m.at_most(h->iov_limit, t.iov_limit, "rx iov_limit");
-  if (h->caps) out.caps = result_caps(h->caps, t.caps) & t.caps;
-  out.op_flags = h->op_flags;
-  if (h->msg_order) out.msg_order = h->msg_order;
-  if (h->comp_order) out.comp_order = h->comp_order;
-  if (h->size) out.size = h->size;
-  if (h->iov_limit) out.iov_limit = h->iov_limit;
 }
 
 void match_ep(matcher& m, const fi_ep_attr& t, const fi_ep_attr* h, fi_ep_attr& out) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 
@@ -74,6 +75,38 @@ errc wait_fd::wait(int timeout_ms) noexcept {
   for (int i = 0; i < n; ++i)
     if (evs[i].data.fd == event_.get()) drain();
   return errc::ok;
+}
+
+int wait_control(int command, void* arg, fi_wait_obj obj, wait_fd& fd, mutex_cond& mc) noexcept {
+  if (command != FI_GETWAITOBJ && command != FI_GETWAIT) return 1;
+  if (!arg) return to_fi(errc::inval);
+  if (command == FI_GETWAITOBJ) {
+    *static_cast<fi_wait_obj*>(arg) = obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : obj;
+    return 0;
+  }
+  switch (obj) {
+    case FI_WAIT_UNSPEC:
+    case FI_WAIT_FD: *static_cast<int*>(arg) = fd.fd(); return 0;
+    case FI_WAIT_MUTEX_COND: {
+      auto* m = static_cast<fi_mutex_cond*>(arg);
+      m->mutex = mc.mutex();
+      m->cond = mc.cond();
+      return 0;
+    }
+    case FI_WAIT_POLLFD: {
+      // One descriptor that never changes: the epoll set.
+      auto* p = static_cast<fi_wait_pollfd*>(arg);
+      p->change_index = 1;
+      if (p->nfds < 1 || !p->fd) {
+        p->nfds = 1;
+        return to_fi(errc::toosmall);
+      }
+      p->fd[0] = pollfd{fd.fd(), POLLIN, 0};
+      p->nfds = 1;
+      return 0;
+    }
+    default: return to_fi(errc::nosys);
+  }
 }
 
 const char* error_text(int prov_errno, char* buf, size_t len) noexcept {

@@ -7,6 +7,8 @@
 #include "core/errc.hpp"
 #include "util/fd.hpp"
 
+#include <rdma/fi_eq.h>
+
 #include <atomic>
 #include <cstdint>
 #include <pthread.h>
@@ -74,6 +76,15 @@ class mutex_cond {
   pthread_mutex_t mutex_;
   pthread_cond_t cond_;
 };
+
+// FI_GETWAITOBJ and FI_GETWAIT for an object with wait object `obj`, one
+// implementation for CQs, counters, EQs and wait sets: the wait object as the
+// application asked for it (FI_WAIT_UNSPEC reports FI_WAIT_FD), the epoll fd,
+// the mutex/cond pair, or the one-fd pollfd set. 0, -FI_EINVAL (no arg),
+// -FI_ETOOSMALL (pollfd array too short; nfds says how many), -FI_ENOSYS
+// (no wait object of its own: NONE, SET, YIELD), or 1 for "not a wait
+// command" so the caller handles its other commands.
+int wait_control(int command, void* arg, fi_wait_obj obj, wait_fd& fd, mutex_cond& mc) noexcept;
 
 // fi_cq_strerror / fi_eq_strerror: weft's providers report FI_E* values as
 // prov_errno; the text goes to buf when the caller gives one.

@@ -183,44 +183,13 @@ int wait_set::wait(int timeout) noexcept {
 
 int wait_set::control(int command, void* arg) {
   auto* prov = fabric_->provider();
-  switch (command) {
-    case FI_GETWAITOBJ:
-      if (!arg) return to_fi(errc::inval);
-      *static_cast<fi_wait_obj*>(arg) = obj_ == FI_WAIT_UNSPEC ? FI_WAIT_FD : obj_;
-      return 0;
-    case FI_GETWAIT:
-      if (!arg) return to_fi(errc::inval);
-      switch (obj_) {
-        case FI_WAIT_UNSPEC:
-        case FI_WAIT_FD: *static_cast<int*>(arg) = wait_.fd(); break;
-        case FI_WAIT_MUTEX_COND: {
-          auto* mc = static_cast<fi_mutex_cond*>(arg);
-          mc->mutex = cond_.mutex();
-          mc->cond = cond_.cond();
-          break;
-        }
-        case FI_WAIT_POLLFD: {
-          // One descriptor that never changes: the epoll set.
-          auto* p = static_cast<fi_wait_pollfd*>(arg);
-          p->change_index = 1;
-          if (p->nfds < 1 || !p->fd) {
-            p->nfds = 1;
-            return to_fi(errc::toosmall);
-          }
-          p->fd[0] = pollfd{wait_.fd(), POLLIN, 0};
-          p->nfds = 1;
-          break;
-        }
-        default:
-          WEFT_WARN(prov, FI_LOG_FABRIC, "a wait set using FI_WAIT_YIELD has no wait object");
-          return to_fi(errc::nosys);
-      }
-      exported();
-      return 0;
-    default:
-      WEFT_WARN(prov, FI_LOG_FABRIC, "wait sets do not support fi_control command %d", command);
-      return to_fi(errc::nosys);
-  }
+  int ret = wait_control(command, arg, obj_, wait_, cond_);
+  if (ret == to_fi(errc::nosys))
+    WEFT_WARN(prov, FI_LOG_FABRIC, "a wait set using FI_WAIT_YIELD has no wait object");
+  if (ret == 0 && command == FI_GETWAIT) exported();
+  if (ret != 1) return ret;
+  WEFT_WARN(prov, FI_LOG_FABRIC, "wait sets do not support fi_control command %d", command);
+  return to_fi(errc::nosys);
 }
 
 // ---- fi_trywait ----
