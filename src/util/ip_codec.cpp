@@ -197,39 +197,6 @@ size_t dual_straddr(const void* addr, char* buf, size_t len) noexcept {
 
 // ---- name resolution ---------------------------------------------------
 
-// Splits an FI_ADDR_STR address, "fi_sockaddr_in://10.0.0.1:7471",
-// "fi_sockaddr_in6://[fe80::1%eth0]:7471", "fi_sockaddr://host:7471?qos=3",
-// into host, port and the family its format names (AF_UNSPEC for
-// fi_sockaddr). False when it is not one of the IP formats.
-bool split_addr_str(std::string_view s, std::string& host, std::string& port, int& family) {
-  auto sep = s.find("://");
-  auto scheme = s.substr(0, sep);
-  if (scheme == "fi_sockaddr_in")
-    family = AF_INET;
-  else if (scheme == "fi_sockaddr_in6")
-    family = AF_INET6;
-  else if (scheme == "fi_sockaddr")
-    family = AF_UNSPEC;
-  else
-    return false;
-  s.remove_prefix(sep + 3);
-  s = s.substr(0, s.find_first_of("/?"));  // fields and options: not addressing
-  std::string_view rest;
-  if (!s.empty() && s.front() == '[') {
-    auto close = s.find(']');
-    if (close == std::string_view::npos) return false;
-    host = s.substr(1, close - 1);
-    rest = s.substr(close + 1);
-  } else {
-    auto colon = s.find(':');
-    host = s.substr(0, colon);
-    rest = colon == std::string_view::npos ? std::string_view{} : s.substr(colon);
-  }
-  if (rest.size() < 2 || rest.front() != ':') return false;  // a peer needs a port
-  port = rest.substr(1);
-  return !host.empty();
-}
-
 int resolve_with(const av_codec& codec, int family, const char* node, const char* service,
                  uint8_t* entry) {
   if (!node) return -FI_EINVAL;
@@ -320,6 +287,40 @@ int step_node(const char* node, size_t step, char* out, size_t len) {
 }
 
 }  // namespace
+
+// Splits an FI_ADDR_STR address, "fi_sockaddr_in://10.0.0.1:7471",
+// "fi_sockaddr_in6://[fe80::1%eth0]:7471", "fi_sockaddr://host:7471?qos=3",
+// into host, port and the family its format names (AF_UNSPEC for
+// fi_sockaddr). False when it is not one of the IP formats.
+bool split_addr_str(std::string_view s, std::string& host, std::string& port, int& family) {
+  auto sep = s.find("://");
+  auto scheme = s.substr(0, sep);
+  if (scheme == "fi_sockaddr_in")
+    family = AF_INET;
+  else if (scheme == "fi_sockaddr_in6")
+    family = AF_INET6;
+  else if (scheme == "fi_sockaddr")
+    family = AF_UNSPEC;
+  else
+    return false;
+  s.remove_prefix(sep + 3);
+  s = s.substr(0, s.find_first_of("/?"));  // fields and options: not addressing
+  std::string_view rest;
+  if (!s.empty() && s.front() == '[') {
+    auto close = s.find(']');
+    if (close == std::string_view::npos) return false;
+    host = s.substr(1, close - 1);
+    rest = s.substr(close + 1);
+  } else {
+    auto colon = s.find(':');
+    host = s.substr(0, colon);
+    rest = colon == std::string_view::npos ? std::string_view{} : s.substr(colon);
+  }
+  if (rest.size() < 2 || rest.front() != ':') return false;  // a peer needs a port
+  port = rest.substr(1);
+  return !host.empty();
+}
+
 
 const av_codec ipv4_codec = {
     .addr_format = FI_SOCKADDR_IN,

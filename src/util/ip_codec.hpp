@@ -15,6 +15,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "util/av.hpp"
 
@@ -29,6 +31,12 @@ extern const av_codec sockaddr_codec;  // FI_SOCKADDR: sockaddr_in or sockaddr_i
 
 // The codec for a domain's addr_format; nullptr for formats that are not IP.
 const av_codec* ip_codec(uint32_t addr_format) noexcept;
+
+// Splits an FI_ADDR_STR IP address ("fi_sockaddr_in://10.0.0.1:7471",
+// "fi_sockaddr_in6://[fe80::1%eth0]:7471", "fi_sockaddr://host:7471") into
+// host, port and the family its scheme names (AF_UNSPEC for fi_sockaddr).
+// False when it is not one of the IP formats or has no port.
+bool split_addr_str(std::string_view s, std::string& host, std::string& port, int& family);
 
 // Data-path helpers: the destination of a send, without a call through the
 // codec. The entry must come from the matching codec.

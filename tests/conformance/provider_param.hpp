@@ -55,4 +55,22 @@ inline fi_info* hints_for(const config& c, uint64_t caps = FI_MSG) {
   return h;
 }
 
+// Whether the provider addresses peers by IP (node/service tests need it).
+inline bool ip_provider(const config& c) {
+  fi_info* hints = hints_for(c);
+  fi_info* info = nullptr;
+  bool ip = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info) == 0 &&
+            (info->addr_format == FI_SOCKADDR_IN || info->addr_format == FI_SOCKADDR_IN6 ||
+             info->addr_format == FI_SOCKADDR);
+  fi_freeinfo(info);
+  fi_freeinfo(hints);
+  return ip;
+}
+
+#define SKIP_UNLESS_IP()                                                   \
+  do {                                                                     \
+    if (!::conformance::ip_provider(GetParam()))                           \
+      GTEST_SKIP() << GetParam().prov << " does not address peers by IP";  \
+  } while (0)
+
 }  // namespace conformance

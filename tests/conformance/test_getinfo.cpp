@@ -57,6 +57,7 @@ TEST_P(getinfo, limits_beyond_the_provider_give_enodata) {
 }
 
 TEST_P(getinfo, source_node_and_service) {
+  SKIP_UNLESS_IP();
   fi_info* hints = hints_for(GetParam());
   hints->addr_format = FI_SOCKADDR_IN;
   fi_info* info = nullptr;
@@ -71,6 +72,7 @@ TEST_P(getinfo, source_node_and_service) {
 }
 
 TEST_P(getinfo, destination_node_and_service) {
+  SKIP_UNLESS_IP();
   fi_info* hints = hints_for(GetParam());
   hints->addr_format = FI_SOCKADDR_IN;
   fi_info* info = nullptr;
@@ -79,6 +81,24 @@ TEST_P(getinfo, destination_node_and_service) {
   auto* sin = static_cast<sockaddr_in*>(info->dest_addr);
   EXPECT_EQ(ntohs(sin->sin_port), 4712);
   fi_freeinfo(info);
+  fi_freeinfo(hints);
+}
+
+TEST_P(getinfo, addr_str_node) {
+  SKIP_UNLESS_IP();
+  fi_info* hints = hints_for(GetParam());
+  hints->addr_format = FI_SOCKADDR_IN;
+  fi_info* info = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "fi_sockaddr_in://127.0.0.1:4714", nullptr, 0, hints,
+                       &info),
+            0);
+  ASSERT_NE(info->dest_addr, nullptr);
+  EXPECT_EQ(ntohs(static_cast<sockaddr_in*>(info->dest_addr)->sin_port), 4714);
+  fi_freeinfo(info);
+  info = nullptr;
+  // With FI_ADDR_STR in node, service must be NULL.
+  EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), "fi_sockaddr_in://127.0.0.1:4714", "1", 0, hints, &info),
+            -FI_ENODATA);
   fi_freeinfo(hints);
 }
 

@@ -4,6 +4,7 @@
 #include "core/log.hpp"
 #include "prov/udp/udp.hpp"
 #include "util/info_match.hpp"
+#include "util/ip_codec.hpp"
 #include "util/net.hpp"
 
 #include <netdb.h>
@@ -45,6 +46,19 @@ struct addrinfo_deleter {
 // they name nothing usable.
 bool resolve(const char* node, const char* service, uint64_t flags, int family,
              sockaddr_storage& out) {
+  // fi_getinfo(3): node may be an FI_ADDR_STR address, service then NULL.
+  std::string host, port;
+  if (node && std::strstr(node, "://")) {
+    int named = AF_UNSPEC;
+    if (service || !util::split_addr_str(node, host, port, named) ||
+        (family != AF_UNSPEC && named != AF_UNSPEC && named != family)) {
+      WEFT_INFO(&provider(), FI_LOG_CORE, "%s is not an IP address udp can use", node);
+      return false;
+    }
+    if (named != AF_UNSPEC) family = named;
+    node = host.c_str();
+    service = port.c_str();
+  }
   addrinfo hints{};
   hints.ai_family = family;
   hints.ai_socktype = SOCK_DGRAM;
