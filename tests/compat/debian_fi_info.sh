@@ -26,6 +26,7 @@ check "fi_info --version names weft" grep -q "weft" <<<"$version"
 list=$(run -l)
 echo "$list"
 check "fi_info -l lists udp" grep -q "^udp:" <<<"$list"
+check "fi_info -l lists shm" grep -q "^shm:" <<<"$list"
 
 verbose=$(run -p udp -v)
 check "fi_info -p udp -v exits 0" test $? -eq 0
@@ -33,11 +34,25 @@ check "fi_info -p udp -v prints fi_info" grep -q "^fi_info:" <<<"$verbose"
 check "fi_info -p udp -v names udp" grep -q "prov_name: udp" <<<"$verbose"
 check "fi_info -p udp -v shows FI_EP_DGRAM" grep -q "FI_EP_DGRAM" <<<"$verbose"
 
+shm=$(run -p shm -v)
+check "fi_info -p shm -v shows FI_EP_RDM" grep -q "FI_EP_RDM" <<<"$shm"
+check "fi_info -p shm -v shows FI_ADDR_STR" grep -q "FI_ADDR_STR" <<<"$shm"
+
 short=$(run -p udp)
 check "fi_info -p udp short form" grep -q "provider: udp" <<<"$short"
 
 env=$(run -e)
 check "fi_info -e shows FI_UDP_IFACE" grep -q "FI_UDP_IFACE" <<<"$env"
+check "fi_info -e shows FI_SHM_SINGLE_COPY" grep -q "FI_SHM_SINGLE_COPY" <<<"$env"
+
+# Parameters and FI_PROVIDER steer what fi_getinfo offers.
+only_lo=$(FI_UDP_IFACE=lo run -p udp)
+check "FI_UDP_IFACE=lo keeps only lo" test "$(grep -c 'domain:' <<<"$only_lo")" -ge 1
+check "FI_UDP_IFACE=lo drops other interfaces" test -z "$(grep 'domain:' <<<"$only_lo" | grep -v 'domain: lo$')"
+excluded=$(FI_PROVIDER=^udp run -l 2>&1)
+check "FI_PROVIDER=^udp excludes udp" test -z "$(grep '^udp:' <<<"$excluded")"
+chosen=$(FI_PROVIDER=udp run -l 2>&1)
+check "FI_PROVIDER=udp lists udp" grep -q '^udp:' <<<"$chosen"
 
 # A provider weft does not have is an error, not a crash.
 run -p no_such_provider >/dev/null 2>&1
