@@ -5,6 +5,7 @@
 #include "core/api.hpp"
 #include "core/errc.hpp"
 #include "core/log.hpp"
+#include "core/registry.hpp"
 
 #include <cctype>
 #include <cstdarg>
@@ -142,6 +143,9 @@ WEFT_EXPORT int fi_param_get(struct fi_provider* provider, const char* param_nam
 
 WEFT_EXPORT int fi_getparams(struct fi_param** params_out, int* count) {
   if (!params_out || !count) return to_fi(errc::inval);
+  // Providers define their parameters when they are initialised: list them
+  // all (fi_info -e), not only those of providers some fi_getinfo touched.
+  (void)active_providers();
   auto& reg = params();
   std::lock_guard g{reg.lock};
   size_t n = reg.defs.size();

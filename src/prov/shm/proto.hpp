@@ -361,4 +361,56 @@ static_assert(compute_geometry(4096, 4096).region_bytes < (uint64_t{1} << 40));
 //   S sends op = cma_rts with its pid and iovecs; R reads them directly and
 //   answers with a ring message in S's region; the bounce path is not used.
 
+
+// ---------------------------------------------------------------------------
+// The provider's messages (msg_header.op and .flags; the ring does not look).
+//
+//   op_inline      the payload is the message (at most inline_max bytes).
+//   op_rts_cma     a message too large to travel inline, to be pulled by the
+//                  receiver with process_vm_readv once it is matched. Payload:
+//                  rts_payload and `count` rts_iov (the sender's buffers).
+//                  Answered by op_ack in the sender's region.
+//   op_rts_bounce  the same message carried through the ring's bounce
+//                  segments (protocol above, xfer id = token). Payload:
+//                  rts_payload with count 0. The sender completes when its
+//                  last chunk is consumed: no op_ack.
+//   op_ack         receiver -> sender, through a ring the receiver claims in
+//                  the sender's region: tag = token, data = ack_status or a
+//                  positive FI_E* code. No payload.
+// In every message with a match, tag is the tag (flag_tagged) and data the
+// remote CQ data (flag_data).
+
+enum msg_op : uint16_t {
+  op_inline = 1,
+  op_rts_cma = 2,
+  op_rts_bounce = 3,
+  op_ack = 4,
+};
+
+enum msg_flag : uint16_t {
+  flag_tagged = 1,  // matched by tag (fi_tsend); else by order (fi_send)
+  flag_data = 2,    // header.data is remote CQ data
+};
+
+enum ack_status : uint64_t {
+  ack_done = 0,        // pulled (or discarded by the receiver): the send is complete
+  ack_use_bounce = 1,  // process_vm_readv refused: stream this token through bounce
+};
+// Any other ack value is a positive FI_E* code the send completes with.
+
+struct rts_iov {
+  uint64_t addr;
+  uint64_t len;
+};
+static_assert(sizeof(rts_iov) == 16 && std::is_trivially_copyable_v<rts_iov>);
+
+struct rts_payload {
+  uint64_t token;  // the sender's handle for the ack (and the bounce xfer id)
+  uint64_t total;  // message bytes; the sum of the iov lengths for op_rts_cma
+  uint32_t count;  // rts_iov entries that follow (0 for op_rts_bounce)
+  uint32_t reserved;
+};
+static_assert(sizeof(rts_payload) == 24 && std::is_trivially_copyable_v<rts_payload>);
+inline constexpr uint32_t rts_max_iov = 4;
+
 }  // namespace weft::shm::proto

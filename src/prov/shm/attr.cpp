@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+// weft — what the shm provider offers, as static data; util's one validator
+// matches hints against it.
+#include "prov/shm/shm.hpp"
+#include "util/info_match.hpp"
+
+#include <rdma/fi_domain.h>
+
+namespace weft::shm {
+
+namespace {
+
+constexpr uint64_t tx_caps = FI_MSG | FI_TAGGED | FI_SEND;
+constexpr uint64_t rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV |
+                             FI_SOURCE;
+
+fi_tx_attr tx = {
+    .caps = tx_caps,
+    .mode = 0,
+    .op_flags = 0,
+    // One ring per pair, read in order, matched in arrival order.
+    .msg_order = FI_ORDER_SAS,
+    .comp_order = 0,  // a large send completes when its receiver has pulled it
+    .inject_size = inline_max,
+    .size = tx_depth,
+    .iov_limit = max_iov,
+    .rma_iov_limit = 0,
+    .tclass = 0,
+};
+
+fi_rx_attr rx = {
+    .caps = rx_caps,
+    .mode = 0,
+    .op_flags = 0,
+    .msg_order = FI_ORDER_SAS,
+    .comp_order = 0,
+    .total_buffered_recv = 0,
+    .size = rx_depth,
+    .iov_limit = max_iov,
+};
+
+fi_ep_attr ep = {
+    .type = FI_EP_RDM,
+    .protocol = FI_PROTO_SHM,
+    .protocol_version = proto::version,
+    .max_msg_size = max_msg,
+    .msg_prefix_size = 0,
+    .max_order_raw_size = 0,
+    .max_order_war_size = 0,
+    .max_order_waw_size = 0,
+    .mem_tag_format = 0,
+    .tx_ctx_cnt = 1,
+    .rx_ctx_cnt = 1,
+    .auth_key_size = 0,
+    .auth_key = nullptr,
+};
+
+fi_domain_attr dom = [] {
+  fi_domain_attr d{};
+  d.name = const_cast<char*>("shm");
+  d.threading = FI_THREAD_SAFE;
+  d.control_progress = FI_PROGRESS_AUTO;  // no control operations to progress
+  d.data_progress = FI_PROGRESS_MANUAL;
+  d.resource_mgmt = FI_RM_ENABLED;
+  d.av_type = FI_AV_UNSPEC;
+  d.mr_mode = 0;  // nothing to register: peers read our memory through the kernel
+  d.mr_key_size = sizeof(uint64_t);
+  d.cq_data_size = sizeof(uint64_t);
+  d.cq_cnt = 256;
+  d.ep_cnt = 256;
+  d.tx_ctx_cnt = 256;
+  d.rx_ctx_cnt = 256;
+  d.max_ep_tx_ctx = 1;
+  d.max_ep_rx_ctx = 1;
+  d.max_ep_stx_ctx = 0;
+  d.max_ep_srx_ctx = 0;
+  d.cntr_cnt = 256;
+  d.mr_iov_limit = 4;
+  d.caps = FI_LOCAL_COMM;
+  d.max_err_data = 0;
+  d.mr_cnt = 65536;
+  d.max_ep_auth_key = 0;
+  d.max_cntr_value = UINT64_MAX;
+  d.max_err_cntr_value = UINT64_MAX;
+  return d;
+}();
+
+fi_fabric_attr fab = {
+    .fabric = nullptr,
+    .name = const_cast<char*>("shm"),
+    .prov_name = nullptr,
+    .prov_version = 0,
+    .api_version = 0,
+};
+
+fi_info tmpl = [] {
+  fi_info i{};
+  i.caps = tx_caps | rx_caps | FI_LOCAL_COMM;
+  i.mode = 0;
+  i.addr_format = FI_ADDR_STR;
+  i.tx_attr = &tx;
+  i.rx_attr = &rx;
+  i.ep_attr = &ep;
+  i.domain_attr = &dom;
+  i.fabric_attr = &fab;
+  return i;
+}();
+
+}  // namespace
+
+const fi_info& info_template() noexcept { return tmpl; }
+
+bool offers(uint32_t version, const fi_info& wanted) noexcept {
+  return util::info_fits(&provider(), version, tmpl, wanted);
+}
+
+}  // namespace weft::shm

@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: MIT
+// weft — the shm endpoint: its region, name, bindings, enable, cancel, close.
+#include "core/log.hpp"
+#include "prov/shm/shm.hpp"
+
+#include <rdma/fi_cm.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace weft::shm {
+
+namespace {
+
+// Endpoint indices name regions; never reused within a process, so a stale
+// AV entry cannot reach a later endpoint of the same process.
+std::atomic<uint32_t> next_index{0};
+
+int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
+  if (!is_class_ep(f)) return to_fi(errc::inval);
+  return endpoint::from(f)->getname(addr, addrlen);
+}
+
+const fi_ops_cm cm_ops = {
+    .size = sizeof(fi_ops_cm),
+    WEFT_NOSYS(fi_ops_cm, setname),  // regions are named by process and index
+    .getname = cm_getname,
+    WEFT_NOSYS(fi_ops_cm, getpeer),
+    WEFT_NOSYS(fi_ops_cm, connect),
+    WEFT_NOSYS(fi_ops_cm, listen),
+    WEFT_NOSYS(fi_ops_cm, accept),
+    WEFT_NOSYS(fi_ops_cm, reject),
+    WEFT_NOSYS(fi_ops_cm, shutdown),
+    WEFT_NOSYS(fi_ops_cm, join),
+};
+
+constexpr uint64_t tick_ns = 1'000'000;
+
+}  // namespace
+
+bool is_class_ep(const fid* f) noexcept { return util::is_class(f, FI_CLASS_EP); }
+
+int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* context) noexcept {
+  auto* prov = &provider();
+  if (!info.ep_attr || info.ep_attr->type != FI_EP_RDM) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "shm offers FI_EP_RDM endpoints only");
+    return to_fi(errc::inval);
+  }
+  if (!offers(dom.api_version(), info)) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "the endpoint attributes ask for more than shm offers");
+    return to_fi(errc::inval);
+  }
+  uint64_t pidns = pid_namespace_id();
+  if (pidns > UINT32_MAX) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "PID namespace inode %llu does not fit an shm address",
+              static_cast<unsigned long long>(pidns));
+    return to_fi(errc::nosys);
+  }
+  return abi_guard([&]() -> int {
+    auto ep = std::make_unique<endpoint>(dom, info, context);
+    region_params p;
+    p.dir = cfg().dir;
+    p.log = prov;
+    errc e = errc::addrinuse;
+    for (int attempt = 0; attempt < 4 && e == errc::addrinuse; ++attempt) {
+      p.endpoint_index = next_index.fetch_add(1, std::memory_order_relaxed);
+      e = region::create(p, ep->region_);
+    }
+    if (e != errc::ok) return to_fi(e);  // logged by create
+    ep->self_ = addr_entry{static_cast<uint32_t>(::getpid()), static_cast<uint32_t>(pidns),
+                           p.endpoint_index, 1, 0};
+    ep->me_ = sender_identity::self(p.endpoint_index);
+    ep->in_.resize(ep->region_.nrings());
+    *out = ep.release();
+    return 0;
+  });
+}
+
+endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
+    : endpoint_object(FI_CLASS_EP, context),
+      domain_(&dom),
+      caps_(info.caps),
+      tx_op_flags_(info.tx_attr ? info.tx_attr->op_flags : 0),
+      rx_op_flags_(info.rx_attr ? info.rx_attr->op_flags : 0),
+      locked_(util::shared_objects_need_lock(dom.threading())) {
+  uint32_t depth = info.tx_attr && info.tx_attr->size ? static_cast<uint32_t>(info.tx_attr->size)
+                                                       : tx_depth;
+  tx_ = std::make_unique<tx_entry[]>(depth);
+  for (uint32_t i = depth; i-- > 0;) {
+    tx_[i].token = i;
+    tx_[i].next = tx_free_;
+    tx_free_ = &tx_[i];
+  }
+  tx_count_ = tx_free_count_ = depth;
+  rx_size_ = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : rx_depth;
+  hook_ = locked_ ? util::progress_hook{&progress_thunk<util::mutex_lock>, this}
+                  : util::progress_hook{&progress_thunk<util::null_lock>, this};
+  timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+  cm = const_cast<fi_ops_cm*>(&cm_ops);
+  msg = util::writable(util::msg_badstate);
+  tagged = util::writable(tagged_badstate);
+}
+
+endpoint::~endpoint() {
+  if (srx_) {
+    // Queued unexpected messages go back through discard (acks included).
+    if (locked_)
+      srx_->shutdown<util::mutex_lock>();
+    else
+      srx_->shutdown<util::null_lock>();
+  }
+  for (auto& in : in_) {
+    if (!in) continue;
+    for (cma_rec* r = in->records; r; r = r->next) r->in = nullptr;
+    for (rx_xfer* x : in->xfers) delete x;  // matched ones: the engine goes with us
+  }
+  for (auto& c : conns_)
+    if (c->reg.valid() && !c->dead) c->reg.close_ring(c->ring);
+}
+
+int endpoint::close() {
+  if (busy()) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_close: the endpoint is still referenced");
+    return to_fi(errc::busy);
+  }
+  bound_.unbind(this, timer_.get());
+  delete this;
+  return 0;
+}
+
+int endpoint::bind(struct fid* bfid, uint64_t flags) {
+  if (enabled_) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind after fi_enable");
+    return to_fi(errc::opbadstate);
+  }
+  return bound_.bind(*domain_, bfid, flags, hook_, timer_.get());
+}
+
+int endpoint::control(int command, void* arg) {
+  switch (command) {
+    case FI_ENABLE: return enable();
+    case FI_GETOPSFLAG:
+    case FI_SETOPSFLAG: {
+      if (!arg) return to_fi(errc::inval);
+      auto* flags = static_cast<uint64_t*>(arg);
+      bool tx = *flags & FI_TRANSMIT, rx = *flags & FI_RECV;
+      if (tx == rx) return to_fi(errc::inval);  // exactly one direction
+      uint64_t& target = tx ? tx_op_flags_ : rx_op_flags_;
+      if (command == FI_GETOPSFLAG)
+        *flags = target;
+      else
+        target = *flags & ~static_cast<uint64_t>(FI_TRANSMIT | FI_RECV);
+      return 0;
+    }
+    default: return to_fi(errc::nosys);
+  }
+}
+
+int endpoint::enable() {
+  if (enabled_) return 0;
+  auto* prov = &provider();
+  if (!bound_.av_) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: an RDM endpoint needs an address vector");
+    return to_fi(errc::noav);
+  }
+  if ((caps_ & FI_SEND) && !bound_.tx_cq && !bound_.send_cntr) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound for transmit");
+    return to_fi(errc::nocq);
+  }
+  if ((caps_ & FI_RECV) && !bound_.rx_cq && !bound_.recv_cntr) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound for receive");
+    return to_fi(errc::nocq);
+  }
+  util::srx_attr a;
+  a.prov = prov;
+  a.rx_cq = bound_.rx_cq.get();
+  a.threading = domain_->threading();
+  a.size = rx_size_;
+  a.min_multi_recv = min_multi_recv_;
+  a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
+  srx_ = std::make_unique<util::srx>(a);
+  face_ = srx_->add_peer(locked_ ? peer_table<util::mutex_lock>() : peer_table<util::null_lock>(),
+                         this);
+  want_source_ = (caps_ & (FI_SOURCE | FI_DIRECTED_RECV)) != 0;
+  // Someone may sleep on a bound CQ or counter: wake them to run progress.
+  bool sleeper = false;
+  for (util::cq* c : {bound_.tx_cq.get(), bound_.rx_cq.get()})
+    if (c && c->waiter()) sleeper = true;
+  for (util::cntr* c : {bound_.send_cntr.get(), bound_.recv_cntr.get()})
+    if (c && c->waiter()) sleeper = true;
+  if (sleeper && timer_.valid()) {
+    itimerspec its{};
+    its.it_interval.tv_nsec = tick_ns;
+    its.it_value.tv_nsec = tick_ns;
+    if (::timerfd_settime(timer_.get(), 0, &its, nullptr) == 0) {
+      tick_start_ns_ = util::now_ns();
+      next_tick_ns_ = tick_start_ns_ + tick_ns;
+    }
+  }
+  msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>()
+                                        : msg_table<util::null_lock>());
+  tagged = const_cast<fi_ops_tagged*>(locked_ ? tagged_table<util::mutex_lock>()
+                                              : tagged_table<util::null_lock>());
+  enabled_ = true;
+  return 0;
+}
+
+void endpoint::tick() noexcept {
+  uint64_t now = util::now_ns();
+  if (now < next_tick_ns_) return;
+  uint64_t expirations;
+  // Level-triggered in the wait sets: read it once per expiry, or a sleeper
+  // would spin. Not yet readable (the timer's slack): try again next time.
+  if (::read(timer_.get(), &expirations, sizeof expirations) != sizeof expirations) return;
+  next_tick_ns_ = tick_start_ns_ + ((now - tick_start_ns_) / tick_ns + 1) * tick_ns;
+}
+
+int endpoint::getname(void* addr, size_t* addrlen) {
+  if (!addrlen) return to_fi(errc::inval);
+  if (!addr || *addrlen < name_bytes) {
+    *addrlen = name_bytes;
+    return to_fi(errc::toosmall);
+  }
+  format_name(self_, static_cast<char*>(addr));
+  *addrlen = name_bytes;
+  return 0;
+}
+
+ssize_t endpoint::cancel(void* context) {
+  if (!srx_) return to_fi(errc::noent);
+  return locked_ ? srx_->cancel<util::mutex_lock>(context) : srx_->cancel<util::null_lock>(context);
+}
+
+int endpoint::setopt(int level, int name, const void* val, size_t len) {
+  int ret = endpoint_object::setopt(level, name, val, len);
+  if (ret == 0 && name == FI_OPT_MIN_MULTI_RECV && srx_) srx_->set_min_multi_recv(min_multi_recv_);
+  return ret;
+}
+
+ssize_t endpoint::rx_size_left() {
+  if (!enabled_) return to_fi(errc::opbadstate);
+  return locked_ ? srx_->rx_size_left<util::mutex_lock>() : srx_->rx_size_left<util::null_lock>();
+}
+
+ssize_t endpoint::tx_size_left() {
+  if (!enabled_) return to_fi(errc::opbadstate);
+  // Inline sends take no entry; large ones one each.
+  return static_cast<ssize_t>(tx_free_count_);
+}
+
+}  // namespace weft::shm

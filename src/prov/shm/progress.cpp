@@ -1,0 +1,470 @@
+// SPDX-License-Identifier: MIT
+// weft — the shm data path, receiving side: manual progress reads the rings
+// the doorbells point at and hands each message to the matching engine
+// (util::srx, whose peer this endpoint is); the engine's start/discard
+// callbacks finish messages that were unexpected.
+#include "core/log.hpp"
+#include "prov/shm/shm.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace weft::shm {
+
+namespace {
+
+constexpr int drain_budget = 64;  // messages per ring per progress call: fairness
+
+constexpr uint64_t rx_report = FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_REMOTE_CQ_DATA;
+
+// Copies a ring message into an iovec list; returns the bytes copied.
+// (Empty iovecs are skipped: their base may be null.)
+size_t copy_out(const msg_view& v, const iovec* iov, size_t count) noexcept {
+  size_t off = 0;
+  for (size_t i = 0; i < count && off < v.size; ++i)
+    if (iov[i].iov_len) off += v.copy_to(iov[i].iov_base, iov[i].iov_len, off);
+  return off;
+}
+
+size_t copy_out(const std::byte* src, size_t size, const iovec* iov, size_t count) noexcept {
+  size_t off = 0;
+  for (size_t i = 0; i < count && off < size; ++i) {
+    size_t n = std::min(size - off, iov[i].iov_len);
+    if (n) std::memcpy(iov[i].iov_base, src + off, n);
+    off += n;
+  }
+  return off;
+}
+
+void set_data(fi_peer_rx_entry* e, const msg_fields& f) noexcept {
+  if (f.flags & proto::flag_data) {
+    e->cq_data = f.data;
+    e->flags |= FI_REMOTE_CQ_DATA;
+  }
+}
+
+template <class Lock>
+struct peer_ops {
+  static endpoint* ep(fi_peer_rx_entry* e) noexcept {
+    return static_cast<endpoint*>(e->srx->ep_fid.fid.context);
+  }
+  static int start(fi_peer_rx_entry* e) noexcept { return ep(e)->start<Lock>(e); }
+  static int discard(fi_peer_rx_entry* e) noexcept { return ep(e)->discard<Lock>(e); }
+  static constexpr fi_ops_srx_peer table = {
+      .size = sizeof(fi_ops_srx_peer),
+      .start_msg = start,
+      .start_tag = start,
+      .discard_msg = discard,
+      .discard_tag = discard,
+  };
+};
+
+}  // namespace
+
+template <class Lock>
+const fi_ops_srx_peer* endpoint::peer_table() noexcept {
+  return &peer_ops<Lock>::table;
+}
+
+// ---- progress -------------------------------------------------------------------
+
+template <class Lock>
+void endpoint::progress() noexcept {
+  [[maybe_unused]] auto g = guard<Lock>();
+  if (!enabled_) return;
+  if (next_tick_ns_) tick();
+  region_.collect_doorbells(pending_);
+  pending_.for_each([&](uint32_t r) {
+    if (drain<Lock>(r)) pending_.clear(r);
+  });
+  if (!busy_conns_.empty() || !busy_in_.empty()) service<Lock>(util::now_ns());
+}
+
+// Reads ring r; true when it was found empty (it may leave the pending set).
+template <class Lock>
+bool endpoint::drain(uint32_t r) noexcept {
+  if (r >= in_.size()) return true;
+  inbound* in = in_[r].get();
+  uint32_t state = region_.claim_state(r);
+  if (in && in->generation != region_.claim_info(r).generation) {
+    close_inbound<Lock>(r);  // its sender left and another claimed the ring
+    in = nullptr;
+  }
+  if (!in) {
+    if (state != proto::claim_active && state != proto::claim_closed) return true;
+    if (!(in = open_inbound(r))) return false;
+  }
+  util::cq* rcq = bound_.rx_cq.get();
+  for (int budget = drain_budget; budget > 0; --budget) {
+    // A message may complete a receive: leave it in the ring while the CQ
+    // has no room for that.
+    if (rcq && !rcq->has_room<Lock>()) return false;
+    msg_view v;
+    errc e = in->cons.peek(v);
+    if (e == errc::again) {
+      // Closed after its last message (release/acquire): empty now is empty
+      // for good. A sender found dead publishes nothing more either.
+      if (in->dead)
+        close_inbound<Lock>(r, true);
+      else if (region_.claim_state(r) == proto::claim_closed && in->cons.empty())
+        close_inbound<Lock>(r);
+      return true;
+    }
+    if (e != errc::ok) {
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA, "shm sender pid %u wrote a corrupt message header",
+                in->id.pid);
+      close_inbound<Lock>(r, true);
+      return true;
+    }
+    if (!handle<Lock>(*in, v)) return false;
+  }
+  return false;
+}
+
+inbound* endpoint::open_inbound(uint32_t r) noexcept {
+  proto::claim_entry ce = region_.claim_info(r);
+  try {
+    auto in = std::make_unique<inbound>();
+    in->ring = r;
+    in->generation = ce.generation;
+    in->cons = region_.consumer(r);
+    in->id = addr_entry{static_cast<uint32_t>(ce.sender_pid),
+                        static_cast<uint32_t>(ce.sender_pidns), ce.sender_endpoint, 1, 0};
+    in->same_ns = ce.sender_pidns == self_.pidns;
+    if (in->same_ns)
+      in->live = peer_liveness(ce.sender_pid, ce.sender_start_time,
+                               peer_liveness::default_interval, liveness_mode::proc);
+    in_[r] = std::move(in);
+    return in_[r].get();
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+template <class Lock>
+void endpoint::close_inbound(uint32_t r, bool force) noexcept {
+  inbound* in = in_[r].get();
+  if (!in) return;
+  // Unexpected large messages of this sender can no longer be pulled.
+  for (cma_rec* rec = in->records; rec; rec = rec->next) rec->in = nullptr;
+  while (!in->xfers.empty()) {
+    rx_xfer* x = in->xfers.back();
+    x->err = FI_ECONNRESET;
+    x->done = true;
+    finish_xfer<Lock>(x);
+  }
+  if (in->listed) std::erase(busy_in_, in);
+  in_[r].reset();
+  region_.reclaim_ring(r, force);
+}
+
+fi_addr_t endpoint::source_of(inbound& in) noexcept {
+  if (!want_source_) return FI_ADDR_NOTAVAIL;
+  util::av& av = *bound_.av_;
+  if (in.src != FI_ADDR_NOTAVAIL) {
+    const uint8_t* e = av.entry(in.src);
+    if (e && std::memcmp(e, &in.id, sizeof in.id) == 0) return in.src;
+  }
+  in.src = av.reverse(reinterpret_cast<const uint8_t*>(&in.id));
+  return in.src;
+}
+
+template <class Lock>
+int endpoint::match(bool tagged, fi_addr_t src, size_t size, uint64_t tag,
+                    fi_peer_rx_entry** e) noexcept {
+  fi_peer_match_attr a{src, size, tag};
+  return tagged ? srx_->get_tag<Lock>(face_, a, e) : srx_->get_msg<Lock>(face_, a, e);
+}
+
+template <class Lock>
+int endpoint::queue(fi_peer_rx_entry* e) noexcept {
+  return (e->flags & FI_TAGGED) ? srx_->queue_tag<Lock>(e) : srx_->queue_msg<Lock>(e);
+}
+
+template <class Lock>
+bool endpoint::handle(inbound& in, const msg_view& v) noexcept {
+  switch (v.fields.op) {
+    case proto::op_inline: {
+      bool tagged = v.fields.flags & proto::flag_tagged;
+      fi_peer_rx_entry* e = nullptr;
+      int rc = match<Lock>(tagged, source_of(in), v.size, v.fields.tag, &e);
+      if (rc == 0) {
+        set_data(e, v.fields);
+        size_t n = copy_out(v, e->iov, e->count);
+        in.cons.release(v);
+        complete_rx<Lock>(e, n, 0);
+        srx_->free_entry<Lock>(e);
+        return true;
+      }
+      if (rc != -FI_ENOENT) return false;  // no entry: try again later
+      inline_rec* u = inline_rec::make(v.size);
+      if (!u) {
+        srx_->free_entry<Lock>(e);  // withdrawn; the message stays in the ring
+        return false;
+      }
+      v.copy_to(u->data(), v.size);
+      set_data(e, v.fields);
+      e->peer_context = static_cast<rec_base*>(u);
+      in.cons.release(v);
+      queue<Lock>(e);
+      return true;
+    }
+    case proto::op_rts_cma:
+    case proto::op_rts_bounce: return handle_rts<Lock>(in, v);
+    case proto::op_ack: return handle_ack<Lock>(in, v);
+    default:
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA, "shm sender pid %u: unknown message op %u",
+                in.id.pid, v.fields.op);
+      in.cons.release(v);
+      return true;
+  }
+}
+
+template <class Lock>
+bool endpoint::handle_rts(inbound& in, const msg_view& v) noexcept {
+  const bool cma = v.fields.op == proto::op_rts_cma;
+  proto::rts_payload p{};
+  proto::rts_iov iov[max_iov]{};
+  bool ok = v.size >= sizeof p;
+  if (ok) {
+    v.copy_to(&p, sizeof p);
+    ok = cma ? (p.count <= max_iov && v.size == sizeof p + p.count * sizeof(proto::rts_iov))
+             : (p.count == 0 && v.size == sizeof p);
+  }
+  if (ok && cma) {
+    v.copy_to(iov, p.count * sizeof(proto::rts_iov), sizeof p);
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < p.count && ok; ++i) {
+      ok = iov[i].len <= max_msg - sum;
+      sum += iov[i].len;
+    }
+    ok = ok && sum == p.total;
+  }
+  if (!ok || p.total > max_msg) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "shm sender pid %u: malformed large-message header",
+              in.id.pid);
+    in.cons.release(v);
+    return true;
+  }
+  bool tagged = v.fields.flags & proto::flag_tagged;
+  fi_peer_rx_entry* e = nullptr;
+  int rc = match<Lock>(tagged, source_of(in), p.total, v.fields.tag, &e);
+  if (rc != 0 && rc != -FI_ENOENT) return false;
+  const bool unexpected = rc == -FI_ENOENT;
+  set_data(e, v.fields);
+  if (cma) {
+    cma_rec local;
+    cma_rec* r = unexpected ? new (std::nothrow) cma_rec : &local;
+    if (!r) {
+      srx_->free_entry<Lock>(e);
+      return false;
+    }
+    r->kind = rec_kind::cma;
+    r->in = &in;
+    r->id = in.id;
+    r->pid = static_cast<pid_t>(in.id.pid);
+    r->token = p.token;
+    r->total = p.total;
+    r->count = p.count;
+    std::copy_n(iov, p.count, r->iov);
+    in.cons.release(v);
+    if (!unexpected) {
+      pull<Lock>(e, *r);
+      return true;
+    }
+    // Only the header waits: the data is pulled when a receive matches it.
+    r->next = in.records;
+    if (in.records) in.records->prev = r;
+    in.records = r;
+    e->peer_context = static_cast<rec_base*>(r);
+    queue<Lock>(e);
+    return true;
+  }
+  rx_xfer* x = new (std::nothrow) rx_xfer;
+  if (x) {
+    try {
+      in.xfers.reserve(in.xfers.size() + 1);
+    } catch (...) {
+      delete x;
+      x = nullptr;
+    }
+  }
+  if (!x) {
+    srx_->free_entry<Lock>(e);
+    return false;
+  }
+  x->kind = rec_kind::bounce;
+  x->in = &in;
+  x->token = p.token;
+  x->total = p.total;
+  x->entry = e;
+  x->matched = !unexpected;
+  if (unexpected && p.total) {
+    // The sender can only finish when we drain its segments: stage the data.
+    x->staging = static_cast<std::byte*>(std::malloc(p.total));
+    if (!x->staging) {
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA, "no memory to stage an unexpected %llu-byte message",
+                static_cast<unsigned long long>(p.total));
+      x->err = FI_ENOMEM;  // drained and dropped; its receive gets the error
+    }
+  }
+  in.cons.release(v);
+  in.xfers.push_back(x);
+  watch(in);
+  if (unexpected) {
+    e->peer_context = static_cast<rec_base*>(x);
+    queue<Lock>(e);
+  }
+  if (!p.total) {
+    x->done = true;
+    finish_xfer<Lock>(x);
+  } else {
+    poll_bounce<Lock>(in);
+  }
+  return true;
+}
+
+template <class Lock>
+bool endpoint::handle_ack(inbound& in, const msg_view& v) noexcept {
+  util::cq* tcq = bound_.tx_cq.get();
+  if (tcq && !tcq->has_room<Lock>()) return false;
+  uint64_t token = v.fields.tag, status = v.fields.data;
+  in.cons.release(v);
+  tx_entry* t = tx_of(token);
+  if (!t || t->state != tx_entry::wait_ack || !(t->c->id == in.id)) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "shm: stray acknowledgement from pid %u", in.id.pid);
+    return true;
+  }
+  conn& c = *t->c;
+  c.watch_ns = util::now_ns();
+  if (status == proto::ack_done) {
+    complete_tx<Lock>(t, 0);
+  } else if (status == proto::ack_use_bounce) {
+    if (!c.cma_refused)
+      WEFT_INFO(&provider(), FI_LOG_EP_DATA, "shm peer %s cannot read our memory: bounce buffers",
+                c.reg.name().c_str());
+    c.cma_refused = true;
+    t->state = tx_entry::streaming;
+    enqueue_bounce(c, t);
+    pump_bounce<Lock>(c);
+  } else {
+    // A positive FI_E* code; anything else from a peer is an I/O error.
+    complete_tx<Lock>(t, status < 4096 ? static_cast<int>(status) : FI_EIO);
+  }
+  return true;
+}
+
+template <class Lock>
+void endpoint::complete_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept {
+  util::cq* cq = bound_.rx_cq.get();
+  uint64_t flags = e->flags & rx_report;
+  void* buf = e->count ? e->iov[0].iov_base : nullptr;
+  uint64_t data = (flags & FI_REMOTE_CQ_DATA) ? e->cq_data : 0;
+  uint64_t tag = (flags & FI_TAGGED) ? e->tag : 0;
+  if (!err && e->msg_size > len) err = FI_ETRUNC;
+  if (err) {
+    if (cq) {
+      fi_cq_err_entry ee{};
+      ee.op_context = e->context;
+      ee.flags = flags;
+      ee.len = len;
+      ee.buf = buf;
+      ee.data = data;
+      ee.tag = tag;
+      ee.olen = e->msg_size > len ? e->msg_size - len : 0;
+      ee.err = err;
+      ee.prov_errno = err;
+      ee.src_addr = e->addr;
+      if (!cq->write_error<Lock>(ee))
+        WEFT_WARN(&provider(), FI_LOG_EP_DATA, "receive CQ overrun: error %d for %p lost", err,
+                  e->context);
+    }
+    if (util::cntr* n = bound_.recv_cntr.get()) n->inc_err();
+    return;
+  }
+  if (cq && (!bound_.rx_selective || (e->flags & (FI_COMPLETION | FI_MULTI_RECV))))
+    cq->write<Lock>({e->context, flags, len, buf, data, tag, e->addr, 0});
+  if (util::cntr* n = bound_.recv_cntr.get()) n->inc();
+}
+
+// ---- the engine's callbacks ---------------------------------------------------------
+
+template <class Lock>
+int endpoint::start(fi_peer_rx_entry* e) noexcept {
+  [[maybe_unused]] auto g = guard<Lock>();
+  auto* rec = static_cast<rec_base*>(e->peer_context);
+  e->peer_context = nullptr;
+  switch (rec->kind) {
+    case rec_kind::inline_data: {
+      auto* u = static_cast<inline_rec*>(rec);
+      size_t n = copy_out(u->data(), u->size, e->iov, e->count);
+      inline_rec::destroy(u);
+      complete_rx<Lock>(e, n, 0);
+      srx_->free_entry<Lock>(e);
+      return 0;
+    }
+    case rec_kind::cma: {
+      auto* r = static_cast<cma_rec*>(rec);
+      if (r->in) {
+        if (r->prev) r->prev->next = r->next;
+        else r->in->records = r->next;
+        if (r->next) r->next->prev = r->prev;
+      }
+      pull<Lock>(e, *r);
+      delete r;
+      return 0;
+    }
+    case rec_kind::bounce: {
+      auto* x = static_cast<rx_xfer*>(rec);
+      x->entry = e;
+      x->matched = true;
+      if (x->done) finish_xfer<Lock>(x);  // else the last chunk finishes it
+      return 0;
+    }
+  }
+  return 0;
+}
+
+template <class Lock>
+int endpoint::discard(fi_peer_rx_entry* e) noexcept {
+  [[maybe_unused]] auto g = guard<Lock>();
+  auto* rec = static_cast<rec_base*>(e->peer_context);
+  e->peer_context = nullptr;
+  switch (rec->kind) {
+    case rec_kind::inline_data: inline_rec::destroy(static_cast<inline_rec*>(rec)); break;
+    case rec_kind::cma: {
+      auto* r = static_cast<cma_rec*>(rec);
+      if (r->in) {
+        if (r->prev) r->prev->next = r->next;
+        else r->in->records = r->next;
+        if (r->next) r->next->prev = r->prev;
+        // Delivered, and dropped by the receiver's choice: the send is done.
+        errc ignored;
+        send_ack<Lock>(conn_to(r->id, ignored), r->token, proto::ack_done);
+      }
+      delete r;
+      break;
+    }
+    case rec_kind::bounce: {
+      auto* x = static_cast<rx_xfer*>(rec);
+      x->entry = nullptr;
+      x->discarded = true;
+      if (x->done) delete x;  // else the last chunk drops it
+      break;
+    }
+  }
+  srx_->free_entry<Lock>(e);
+  return 0;
+}
+
+#define WEFT_SHM_INSTANTIATE(L)                                                         \
+  template const fi_ops_srx_peer* endpoint::peer_table<L>() noexcept;                   \
+  template void endpoint::progress<L>() noexcept;                                       \
+  template void endpoint::complete_rx<L>(fi_peer_rx_entry*, size_t, int) noexcept;      \
+  template int endpoint::start<L>(fi_peer_rx_entry*) noexcept;                          \
+  template int endpoint::discard<L>(fi_peer_rx_entry*) noexcept;
+
+WEFT_SHM_INSTANTIATE(util::null_lock)
+WEFT_SHM_INSTANTIATE(util::mutex_lock)
+
+}  // namespace weft::shm

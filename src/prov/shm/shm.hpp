@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: MIT
+// weft — the shm provider: FI_EP_RDM between endpoints of one host, over the
+// shared-memory regions of region.hpp (layout and protocols in proto.hpp).
+//
+// An endpoint owns one region (its inbound side). Sending to a peer attaches
+// the peer's region and claims a ring there on first contact (a `conn`);
+// receiving reads the rings of the own region (an `inbound` per claimed
+// ring). Messages up to inline_max bytes travel in the ring; larger ones send
+// a rendezvous header: the receiver pulls the data with process_vm_readv once
+// a receive matched it and acknowledges through its conn to the sender, or,
+// where single copy is refused, the sender streams it through the ring's
+// bounce segments. Matching is util::srx's; this provider is its peer.
+#pragma once
+
+#include "prov/shm/peer.hpp"
+#include "prov/shm/proto.hpp"
+#include "prov/shm/region.hpp"
+#include "prov/shm/ring.hpp"
+#include "util/av.hpp"
+#include "util/domain.hpp"
+#include "util/endpoint.hpp"
+#include "util/fabric.hpp"
+#include "util/fd.hpp"
+#include "util/lock.hpp"
+#include "util/srx.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/providers/fi_peer.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <sys/uio.h>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace weft::shm {
+
+// Parameters (fi_info -e): FI_SHM_SINGLE_COPY, FI_SHM_DIR.
+struct config {
+  bool single_copy = true;  // 0: every large message goes through bounce segments
+  std::string dir = "/dev/shm";
+};
+const config& cfg() noexcept;
+fi_provider& provider() noexcept;
+
+const fi_info& info_template() noexcept;
+bool offers(uint32_t version, const fi_info& wanted) noexcept;
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+            const fi_info* hints, fi_info** info) noexcept;
+
+extern const util::fabric_hooks fabric_hooks;
+extern const util::domain_hooks domain_hooks;
+
+inline constexpr size_t max_iov = proto::rts_max_iov;
+// Messages up to this size travel inline (the inject size): 65 ring slots of
+// the 128 a ring has, so a ring holds at least one at any moment.
+inline constexpr size_t inline_max = 4096;
+inline constexpr uint64_t max_msg = uint64_t{1} << 40;
+inline constexpr uint32_t tx_depth = 1024;  // large sends in flight per endpoint
+inline constexpr uint32_t rx_depth = 1024;  // receives posted per endpoint
+// A peer that shows no sign of life for this long while we wait on it is
+// looked up in the kernel (one check per stall_ns per peer, none otherwise).
+inline constexpr uint64_t stall_ns = 10'000'000;
+
+// Internal send flag: fi_inject asks for no completion whatever the flags.
+inline constexpr uint64_t no_completion = 1ULL << 63;
+
+// ---- addresses ---------------------------------------------------------------
+//
+// fi_getname gives "fi_shm://weft-shm-<uid>-<pidns>-<pid>-<index>" (the region
+// name), NUL-padded to name_bytes so arrays of names have one stride. The AV
+// keeps the 16 bytes needed to find the region again: the uid is always our
+// own (regions of other users are never attached) and PID namespace inodes
+// are 32-bit.
+inline constexpr size_t name_bytes = 64;
+inline constexpr char name_prefix[] = "fi_shm://";
+
+struct addr_entry {
+  uint32_t pid;
+  uint32_t pidns;
+  uint32_t index;
+  uint16_t live;  // always 1: the AV zeroes it to mark a removed entry
+  uint16_t reserved;
+  bool operator==(const addr_entry&) const = default;
+};
+static_assert(sizeof(addr_entry) == 16 && std::is_trivially_copyable_v<addr_entry>);
+
+extern const util::av_codec addr_codec;
+// "fi_shm://..." (at most `len` bytes, NUL-terminated within them) -> entry.
+bool parse_name(const char* s, size_t len, addr_entry& out) noexcept;
+// The padded name of an entry into buf[name_bytes].
+void format_name(const addr_entry& e, char* buf) noexcept;
+std::string region_name_of(const addr_entry& e);
+
+// ---- per-peer state ----------------------------------------------------------
+
+struct conn;
+struct inbound;
+
+// A send waiting for its receiver (rendezvous): pulled by CMA until op_ack,
+// or streamed through bounce segments until its last chunk is consumed.
+struct tx_entry {
+  enum state_t : uint8_t { free, wait_ack, streaming, draining };
+  uint64_t token = 0;  // index | generation << 32
+  void* context = nullptr;
+  uint64_t cq_flags = 0;
+  conn* c = nullptr;
+  iovec iov[max_iov]{};
+  uint32_t count = 0;
+  bool completion = false;
+  state_t state = free;
+  uint64_t total = 0, sent = 0, consumed = 0;
+  tx_entry* next = nullptr;  // free list, or the conn's bounce queue
+};
+
+// This endpoint as a sender to one peer: the peer's region and our ring in it.
+struct conn {
+  addr_entry id{};
+  region reg;
+  uint32_t ring = 0;
+  ring_producer prod;
+  peer_liveness live;
+  bool same_ns = false;
+  bool dead = false;
+  bool cma_refused = false;  // the peer cannot read us: bounce from now on
+  bool bounce_ready = false;
+  bool logged = false;       // the protocol choice for this peer was logged
+  bool listed = false;       // on the endpoint's busy list
+  uint32_t outstanding = 0;  // tx entries waiting on this peer
+  uint64_t chunks = 0;       // bounce chunks written so far
+  tx_entry* queue_head = nullptr;  // bounce transfers not fully written, in order
+  tx_entry* queue_tail = nullptr;
+  tx_entry* seg_owner[proto::bounce_segments]{};
+  uint32_t seg_bytes[proto::bounce_segments]{};
+  uint64_t watch_ns = 0;   // last sign of life (or liveness check) while busy
+  uint64_t full_ns = 0;    // when sends first found the ring full, 0 if not
+  std::deque<std::pair<uint64_t, uint64_t>> acks;  // (token, status) waiting for room
+
+  bool busy() const noexcept { return outstanding || !acks.empty(); }
+};
+
+// Unexpected messages, kept in the srx entry's peer_context until matched.
+enum class rec_kind : uint8_t { inline_data, cma, bounce };
+
+struct rec_base {
+  rec_kind kind;
+};
+
+// A copy of an inline message: the payload follows the record.
+struct inline_rec : rec_base {
+  uint32_t size;
+  std::byte* data() noexcept { return reinterpret_cast<std::byte*>(this + 1); }
+  static inline_rec* make(uint32_t size) noexcept;
+  static void destroy(inline_rec* r) noexcept;
+};
+
+// The header of a large message: pulled when a receive matches it.
+struct cma_rec : rec_base {
+  inbound* in = nullptr;  // the sender's ring while it lasts (null: gone)
+  cma_rec* prev = nullptr;
+  cma_rec* next = nullptr;
+  addr_entry id{};
+  pid_t pid = 0;
+  uint64_t token = 0, total = 0;
+  uint32_t count = 0;
+  proto::rts_iov iov[max_iov]{};
+};
+
+// Data arriving through bounce segments, into a matched receive or, for an
+// unexpected message, a staging buffer (the sender must be able to finish).
+struct rx_xfer : rec_base {
+  inbound* in = nullptr;
+  uint64_t token = 0, total = 0, received = 0;
+  fi_peer_rx_entry* entry = nullptr;  // the matched receive (or the queued entry)
+  std::byte* staging = nullptr;       // malloc'ed, unexpected messages only
+  bool matched = false;     // entry describes a receive buffer
+  bool discarded = false;   // no one will take it: drain and drop
+  bool done = false;        // every byte arrived (staged)
+  int err = 0;              // the transfer failed (FI_E*)
+  ~rx_xfer() { std::free(staging); }
+};
+
+// One claimed ring of this endpoint's region: a sender.
+struct inbound {
+  uint32_t ring = 0, generation = 0;
+  ring_consumer cons;
+  addr_entry id{};
+  bool same_ns = false;
+  peer_liveness live;
+  fi_addr_t src = FI_ADDR_NOTAVAIL;  // cached reverse lookup
+  conn* back = nullptr;              // our conn to the sender, for acks
+  bool listed = false;
+  bool dead = false;  // the sender exited: its ring goes back once drained
+  uint64_t watch_ns = 0;
+  std::vector<rx_xfer*> xfers;  // bounce transfers under way
+  cma_rec* records = nullptr;   // unexpected large messages of this sender
+};
+
+// ---- the endpoint ------------------------------------------------------------
+
+class endpoint : public util::endpoint_object<endpoint> {
+ public:
+  static int open(util::domain& dom, const fi_info& info, fid_ep** out, void* context) noexcept;
+  endpoint(util::domain& dom, const fi_info& info, void* context);
+  ~endpoint() override;
+
+  int close();
+  int bind(struct fid* bfid, uint64_t flags);
+  int control(int command, void* arg);
+  ssize_t cancel(void* context);
+  int setopt(int level, int name, const void* val, size_t len);
+  ssize_t rx_size_left();
+  ssize_t tx_size_left();
+  int getname(void* addr, size_t* addrlen);
+
+  // ---- the data path, one instantiation per lock policy (msg.cpp) ----
+  template <class Lock>
+  ssize_t post_recv(const iovec* iov, void** desc, size_t count, fi_addr_t src, void* context,
+                    uint64_t flags) noexcept;
+  template <class Lock>
+  ssize_t post_trecv(const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t tag,
+                     uint64_t ignore, void* context, uint64_t flags) noexcept;
+  // One send of any form. op_flags carries FI_TAGGED for tagged sends,
+  // FI_REMOTE_CQ_DATA when `data` goes along.
+  template <class Lock>
+  ssize_t send(const iovec* iov, size_t count, fi_addr_t dest, void* context, uint64_t flags,
+               uint64_t tag, uint64_t data) noexcept;
+  template <class Lock>
+  static const fi_ops_msg* msg_table() noexcept;
+  template <class Lock>
+  static const fi_ops_tagged* tagged_table() noexcept;
+
+  uint64_t tx_op_flags() const noexcept { return tx_op_flags_; }
+  uint64_t rx_op_flags() const noexcept { return rx_op_flags_; }
+
+  // ---- progress (progress.cpp) ----
+  template <class Lock>
+  void progress() noexcept;
+  template <class Lock>
+  static void progress_thunk(void* obj) noexcept {
+    static_cast<endpoint*>(obj)->progress<Lock>();
+  }
+  // The srx peer callbacks (fi_ops_srx_peer) of one lock policy.
+  template <class Lock>
+  static const fi_ops_srx_peer* peer_table() noexcept;
+  template <class Lock>
+  int start(fi_peer_rx_entry* e) noexcept;
+  template <class Lock>
+  int discard(fi_peer_rx_entry* e) noexcept;
+
+ private:
+  int enable();
+  template <class Lock>
+  auto guard() noexcept {
+    if constexpr (std::is_same_v<Lock, util::null_lock>)
+      return 0;
+    else
+      return std::unique_lock<std::recursive_mutex>{mutex_};
+  }
+
+  // ---- peers (conn.cpp) ----
+  // The conn for fi_addr `dest`, attached and claimed on first use; null with
+  // `err` set when the address is unknown or the peer cannot be reached.
+  conn* conn_for(fi_addr_t dest, errc& err) noexcept;
+  conn* conn_to(const addr_entry& id, errc& err) noexcept;
+  bool peer_dead(conn& c) noexcept;      // asks the kernel (rate-limited by callers)
+  void watch(conn& c) noexcept;          // puts c on the busy list
+  void watch(inbound& in) noexcept;
+  tx_entry* take_tx() noexcept;
+  void put_tx(tx_entry* t) noexcept;
+  tx_entry* tx_of(uint64_t token) noexcept;
+  template <class Lock>
+  void complete_tx(tx_entry* t, int err) noexcept;
+  template <class Lock>
+  void fail_conn(conn& c, int err) noexcept;
+  template <class Lock>
+  void service(uint64_t now) noexcept;
+  // A send found no room in c's ring (or a corrupt one): -FI_EAGAIN while the
+  // peer lives; once it has stayed full for stall_ns, asks whether it died.
+  template <class Lock>
+  ssize_t ring_full(conn& c, errc e) noexcept;
+  static void enqueue_bounce(conn& c, tx_entry* t) noexcept;
+
+  // ---- large transfers (xfer.cpp) ----
+  template <class Lock>
+  void pump_bounce(conn& c) noexcept;
+  template <class Lock>
+  void poll_bounce(inbound& in) noexcept;
+  template <class Lock>
+  void finish_xfer(rx_xfer* x) noexcept;
+  template <class Lock>
+  void pull(fi_peer_rx_entry* e, const cma_rec& r) noexcept;
+  template <class Lock>
+  void send_ack(conn* c, uint64_t token, uint64_t status) noexcept;
+  void flush_acks(conn& c) noexcept;
+  bool use_cma(conn& c) noexcept;
+
+  // ---- receiving (progress.cpp) ----
+  inbound* open_inbound(uint32_t ring) noexcept;
+  // Drops ring `ring`'s sender (it closed, or wrote garbage: `force`) and
+  // gives the ring back to the region's free pool.
+  template <class Lock>
+  void close_inbound(uint32_t ring, bool force = false) noexcept;
+  template <class Lock>
+  bool drain(uint32_t ring) noexcept;
+  template <class Lock>
+  bool handle(inbound& in, const msg_view& v) noexcept;
+  template <class Lock>
+  bool handle_rts(inbound& in, const msg_view& v) noexcept;
+  template <class Lock>
+  bool handle_ack(inbound& in, const msg_view& v) noexcept;
+  fi_addr_t source_of(inbound& in) noexcept;
+  template <class Lock>
+  int match(bool tagged, fi_addr_t src, size_t size, uint64_t tag, fi_peer_rx_entry** e) noexcept;
+  template <class Lock>
+  int queue(fi_peer_rx_entry* e) noexcept;
+  template <class Lock>
+  void complete_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept;
+  void tick() noexcept;
+
+  util::ref<util::domain> domain_;
+  util::ep_bindings bound_;
+  uint64_t caps_;
+  uint64_t tx_op_flags_;
+  uint64_t rx_op_flags_;
+  bool locked_;
+  bool enabled_ = false;
+  bool want_source_ = false;
+  util::progress_hook hook_;
+  std::recursive_mutex mutex_;
+
+  addr_entry self_{};
+  sender_identity me_{};  // what our claims in peers' regions record
+  region region_;
+  doorbell_set pending_;
+  std::vector<std::unique_ptr<inbound>> in_;  // by ring index, nrings
+  std::vector<std::unique_ptr<conn>> conns_;
+  struct id_hash {
+    size_t operator()(const addr_entry& e) const noexcept {
+      return (uint64_t{e.pid} << 32 | e.index) * 0x9E3779B97F4A7C15ull ^ e.pidns;
+    }
+  };
+  std::unordered_map<addr_entry, conn*, id_hash> conn_index_;  // peers by identity
+  std::vector<conn*> by_addr_;                        // cache: fi_addr -> conn
+  std::vector<conn*> busy_conns_;
+  std::vector<inbound*> busy_in_;
+  cma_cache cma_;
+
+  std::unique_ptr<tx_entry[]> tx_;
+  tx_entry* tx_free_ = nullptr;
+  uint32_t tx_count_ = 0, tx_free_count_ = 0;
+  size_t rx_size_ = rx_depth;
+
+  std::unique_ptr<util::srx> srx_;
+  fid_peer_srx* face_ = nullptr;
+
+  // Blocking reads: without an fd the transport could signal, a periodic
+  // timer in the CQ's and counters' wait sets wakes sleepers every tick_ns
+  // so they run progress (timerfd; armed only when a bound object can wait).
+  util::unique_fd timer_;
+  uint64_t tick_start_ns_ = 0;
+  uint64_t next_tick_ns_ = 0;  // 0: the timer is not armed
+};
+
+bool is_class_ep(const fid* f) noexcept;
+// The tagged table of an endpoint that is not enabled yet (msg.cpp).
+extern const fi_ops_tagged tagged_badstate;
+
+}  // namespace weft::shm
