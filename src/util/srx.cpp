@@ -380,6 +380,32 @@ ssize_t srx::cancel(void* context) noexcept {
 }
 
 template <class Lock>
+size_t srx::cancel_all() noexcept {
+  size_t n = 0;
+  for (;;) {
+    void* context;
+    uint64_t flags, tag;
+    {
+      // One at a time: the completion is written without the lock held.
+      [[maybe_unused]] auto g = guard<Lock>();
+      fi_peer_rx_entry* p = posted_msg_.front();
+      fi_peer_rx_entry* t = posted_tag_.front();
+      if (!p) p = t;
+      if (!p) break;
+      rx_queue::unlink(p);
+      --posted_;
+      context = p->context;
+      flags = p->flags & report_mask;
+      tag = p->tag;
+      release(srx_entry::from(p));
+    }
+    complete_error<Lock>(context, flags, tag, FI_ECANCELED);
+    ++n;
+  }
+  return n;
+}
+
+template <class Lock>
 ssize_t srx::rx_size_left() noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
   return static_cast<ssize_t>(std::min<size_t>(size_ - posted_, SSIZE_MAX));
@@ -429,6 +455,7 @@ srx_stats srx::stats() noexcept {
   template ssize_t srx::post_tag<L>(const iovec*, void**, size_t, fi_addr_t, uint64_t, uint64_t, \
                                     void*, uint64_t) noexcept;                                   \
   template ssize_t srx::cancel<L>(void*) noexcept;                                               \
+  template size_t srx::cancel_all<L>() noexcept;                                              \
   template ssize_t srx::rx_size_left<L>() noexcept;                                              \
   template void srx::shutdown<L>() noexcept;                                                     \
   template srx_stats srx::stats<L>() noexcept;                                                   \

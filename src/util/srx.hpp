@@ -186,6 +186,12 @@ class srx {
   // error completion. -FI_ENOENT when none is posted (fi_cancel answers 0).
   template <class Lock>
   ssize_t cancel(void* context) noexcept;
+  // Every posted receive gets an FI_ECANCELED error completion (message
+  // receives first, then tagged ones, each in post order): fi_shutdown, or a
+  // connection-oriented endpoint losing its peer. Returns how many.
+  // Unexpected messages stay queued.
+  template <class Lock>
+  size_t cancel_all() noexcept;
   template <class Lock>
   ssize_t rx_size_left() noexcept;
   // Discards every queued unexpected and claimed message through its peer

@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: MIT
+// weft — one tcp connection: a non-blocking socket, the control frame and
+// the transmit queue going out (gathered into one sendmsg), a staging
+// buffer and the frame reader coming in.
+#include "core/log.hpp"
+#include "prov/tcp/tcp.hpp"
+#include "util/ip_codec.hpp"
+#include "util/net.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace weft::tcp {
+
+// ---- addresses ----
+
+bool peer_name::operator==(const peer_name& o) const noexcept {
+  return len == o.len && std::memcmp(bytes, o.bytes, len) == 0;
+}
+
+bool peer_name::operator<(const peer_name& o) const noexcept {
+  int c = std::memcmp(bytes, o.bytes, std::min(len, o.len));
+  return c < 0 || (c == 0 && len < o.len);
+}
+
+bool name_of(const sockaddr* sa, peer_name& out) noexcept {
+  const util::av_codec* codec = sa->sa_family == AF_INET    ? &util::ipv4_codec
+                                : sa->sa_family == AF_INET6 ? &util::ipv6_codec
+                                                            : nullptr;
+  if (!codec || codec->entry_size > sizeof out.bytes) return false;
+  if (codec->encode(sa, out.bytes) != 0) return false;
+  out.len = static_cast<uint8_t>(codec->entry_size);
+  return true;
+}
+
+bool sockaddr_of(const peer_name& n, sockaddr_storage& out) noexcept {
+  const util::av_codec* codec = n.len == util::ipv4_entry_size   ? &util::ipv4_codec
+                                : n.len == util::ipv6_entry_size ? &util::ipv6_codec
+                                                                 : nullptr;
+  if (!codec) return false;
+  std::memset(&out, 0, sizeof out);
+  return codec->decode(n.bytes, &out, sizeof out) <= sizeof out;
+}
+
+std::string describe(const sockaddr_storage& ss) {
+  if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) return "an unknown peer";
+  return util::format_sockaddr(reinterpret_cast<const sockaddr*>(&ss));
+}
+
+errc errc_of_errno(int e) noexcept {
+  switch (e) {
+    case EAGAIN: return errc::again;
+    case ECONNREFUSED: return errc::connrefused;
+    case ECONNRESET:
+    case EPIPE: return errc::connreset;
+    case ECONNABORTED: return errc::connaborted;
+    case ETIMEDOUT: return errc::timedout;
+    case ENETUNREACH: return errc::netunreach;
+    case EHOSTUNREACH: return errc::hostunreach;
+    case ENETDOWN: return errc::netdown;
+    case EHOSTDOWN: return errc::hostdown;
+    case EADDRINUSE: return errc::addrinuse;
+    case EADDRNOTAVAIL: return errc::addrnotavail;
+    case EACCES:
+    case EPERM: return errc::access;
+    case EMFILE:
+    case ENFILE: return errc::mfile;
+    case ENOMEM:
+    case ENOBUFS: return errc::nomem;
+    default: return errc::io;
+  }
+}
+
+// ---- sockets ----
+
+util::unique_fd stream_socket(int family) noexcept {
+  util::unique_fd s{::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)};
+  if (!s.valid()) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "cannot open a TCP socket: %s", std::strerror(errno));
+    return s;
+  }
+  // Small messages leave at once: the provider gathers what it queues itself.
+  int one = 1;
+  ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return s;
+}
+
+errc listen_socket(const sockaddr* addr, int backlog, util::unique_fd& out) noexcept {
+  util::unique_fd s = stream_socket(addr->sa_family);
+  if (!s.valid()) return errc_of_errno(errno);
+  int one = 1;
+  ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(s.get(), addr, util::sockaddr_len(addr)) != 0 || ::listen(s.get(), backlog) != 0) {
+    int e = errno;
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "cannot listen on %s: %s",
+              util::format_sockaddr(addr).c_str(), std::strerror(e));
+    return errc_of_errno(e);
+  }
+  out = std::move(s);
+  return errc::ok;
+}
+
+tx_pool::tx_pool(size_t n) : slab_(std::make_unique<tx_entry[]>(n)), avail_(0) {
+  for (size_t i = n; i-- > 0;) put(&slab_[i]);
+}
+
+// ---- the connection ----
+
+conn::conn(util::unique_fd s, bool is_active, const frame_limits& lim)
+    : reader(lim),
+      state(is_active ? conn_state::connecting : conn_state::handshake),
+      active(is_active),
+      sock_(std::move(s)),
+      rx_buf_(std::make_unique<std::byte[]>(staging)) {}
+
+void conn::close_socket() noexcept { sock_.reset(); }
+
+bool conn::set_ctrl(const frame& f, const void* data, size_t len) noexcept {
+  if (ctrl_pending() || len > proto::cm_data_max) return false;
+  frame g = f;
+  g.payload_len = static_cast<uint32_t>(len);
+  size_t n = build_header(g, {ctrl_, proto::max_hdr_len});
+  if (n == 0) return false;
+  if (len) std::memcpy(ctrl_ + n, data, len);
+  ctrl_len_ = static_cast<uint16_t>(n + len);
+  ctrl_off_ = 0;
+  return true;
+}
+
+bool conn::at_frame_boundary() const noexcept {
+  if (ctrl_off_ != 0 && ctrl_pending()) return false;
+  // The head entry's header iovec is untouched until its first byte leaves.
+  return !tx_head_ || (tx_head_->first == 0 && tx_head_->iov[0].iov_base == tx_head_->hdr);
+}
+
+void conn::push(tx_entry* t) noexcept {
+  t->next = nullptr;
+  if (tx_tail_)
+    tx_tail_->next = t;
+  else
+    tx_head_ = t;
+  tx_tail_ = t;
+}
+
+tx_entry* conn::take_queue() noexcept {
+  tx_entry* q = tx_head_;
+  tx_head_ = tx_tail_ = nullptr;
+  return q;
+}
+
+conn::io conn::flush(bool data, tx_entry** done, int* err) noexcept {
+  tx_entry** done_tail = done;
+  while (*done_tail) done_tail = &(*done_tail)->next;
+  while (ctrl_pending()) {
+    ssize_t n = ::send(sock_.get(), ctrl_ + ctrl_off_, ctrl_len_ - ctrl_off_,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return io::blocked;
+      *err = errno;
+      return io::error;
+    }
+    ctrl_off_ = static_cast<uint16_t>(ctrl_off_ + n);
+  }
+  ctrl_off_ = ctrl_len_ = 0;
+  if (!data) return io::ok;
+  while (tx_head_) {
+    // Gather the head of the queue into one system call.
+    iovec v[64];
+    size_t k = 0, want = 0;
+    for (tx_entry* t = tx_head_; t && k < std::size(v); t = t->next)
+      for (unsigned i = t->first; i < t->count && k < std::size(v); ++i)
+        if (t->iov[i].iov_len) v[k++] = t->iov[i], want += t->iov[i].iov_len;
+    ssize_t n = 0;
+    if (want) {
+      msghdr m{};
+      m.msg_iov = v;
+      m.msg_iovlen = k;
+      n = ::sendmsg(sock_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return io::blocked;
+        *err = errno;
+        return io::error;
+      }
+    }
+    // Account the bytes written, entry by entry; finished entries leave.
+    size_t left = static_cast<size_t>(n);
+    while (tx_head_) {
+      tx_entry* t = tx_head_;
+      while (t->first < t->count && left) {
+        iovec& io = t->iov[t->first];
+        size_t step = std::min(left, io.iov_len);
+        io.iov_base = static_cast<char*>(io.iov_base) + step;
+        io.iov_len -= step;
+        t->left -= step;
+        left -= step;
+        if (io.iov_len == 0) ++t->first;
+      }
+      while (t->first < t->count && t->iov[t->first].iov_len == 0) ++t->first;
+      if (t->left) break;
+      tx_head_ = t->next;
+      if (!tx_head_) tx_tail_ = nullptr;
+      t->next = nullptr;
+      *done_tail = t;
+      done_tail = &t->next;
+    }
+    if (static_cast<size_t>(n) < want) return io::blocked;
+  }
+  return io::ok;
+}
+
+ssize_t conn::fill() noexcept {
+  if (rx_head_ == rx_tail_) {
+    rx_head_ = rx_tail_ = 0;
+  } else if (rx_head_ > 0) {
+    std::memmove(rx_buf_.get(), rx_buf_.get() + rx_head_, rx_tail_ - rx_head_);
+    rx_tail_ -= rx_head_;
+    rx_head_ = 0;
+  }
+  if (rx_tail_ == staging) return -ENOBUFS;  // the caller consumes first
+  for (;;) {
+    ssize_t n = ::recv(sock_.get(), rx_buf_.get() + rx_tail_, staging - rx_tail_, MSG_DONTWAIT);
+    if (n > 0) rx_tail_ += static_cast<size_t>(n);
+    if (n >= 0) return n;
+    if (errno != EINTR) return -errno;
+  }
+}
+
+}  // namespace weft::tcp

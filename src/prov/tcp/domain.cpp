@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+// weft — the tcp provider's fabric and domain: util's objects with tcp's
+// endpoints, passive endpoints and address codec plugged in.
+#include "core/log.hpp"
+#include "prov/tcp/tcp.hpp"
+#include "util/ip_codec.hpp"
+
+#include <rdma/fi_domain.h>
+
+namespace weft::tcp {
+
+namespace {
+
+int open_domain(util::fabric& fab, fi_info* info, fid_domain** out, void* context) {
+  if (!offers(fab.api(), *info)) {
+    WEFT_WARN(&provider(), FI_LOG_DOMAIN, "the fi_info passed to fi_domain is not one tcp offers");
+    return to_fi(errc::nodata);
+  }
+  return util::domain::open(fab, &domain_hooks, *info, out, context);
+}
+
+int open_pep(util::fabric& fab, fi_info* info, fid_pep** out, void* context) {
+  return pep::open(fab, info, out, context);
+}
+
+int open_endpoint(util::domain& dom, fi_info* info, fid_ep** out, void* context) {
+  return endpoint::open(dom, *info, out, context);
+}
+
+const util::av_codec* codec_for(const util::domain& dom) {
+  return util::ip_codec(dom.addr_format());
+}
+
+}  // namespace
+
+const util::fabric_hooks fabric_hooks = {
+    .domain = open_domain,
+    .passive_ep = open_pep,
+};
+
+const util::domain_hooks domain_hooks = {
+    .endpoint = open_endpoint,
+    .codec = codec_for,
+    .query_atomic = nullptr,
+    .srx_ctx = nullptr,
+};
+
+}  // namespace weft::tcp

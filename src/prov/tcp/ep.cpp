@@ -1,0 +1,452 @@
+// SPDX-License-Identifier: MIT
+// weft — the tcp endpoint's life: open, bindings, enable, options, names,
+// cancel, close, and the bookkeeping of its connections and epoll set.
+#include "core/log.hpp"
+#include "prov/tcp/tcp.hpp"
+#include "util/net.hpp"
+#include "util/wait.hpp"
+
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+namespace weft::tcp {
+
+namespace {
+
+endpoint* self(fid_t f) noexcept { return endpoint::from(f); }
+
+int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
+  if (!is_class_ep(f)) return to_fi(errc::inval);
+  return abi_guard([&] { return self(f)->getname(addr, addrlen); });
+}
+int cm_setname(fid_t f, void* addr, size_t addrlen) noexcept {
+  if (!is_class_ep(f)) return to_fi(errc::inval);
+  return abi_guard([&] { return self(f)->setname(addr, addrlen); });
+}
+int cm_getpeer(fid_ep* e, void* addr, size_t* addrlen) noexcept {
+  return abi_guard([&] { return endpoint::from(e)->getpeer(addr, addrlen); });
+}
+int cm_connect(fid_ep* e, const void* addr, const void* param, size_t len) noexcept {
+  return abi_guard([&] { return endpoint::from(e)->connect(addr, param, len); });
+}
+int cm_accept(fid_ep* e, const void* param, size_t len) noexcept {
+  return abi_guard([&] { return endpoint::from(e)->accept(param, len); });
+}
+int cm_shutdown(fid_ep* e, uint64_t flags) noexcept {
+  return abi_guard([&] { return endpoint::from(e)->shutdown(flags); });
+}
+
+}  // namespace
+
+bool is_class_ep(const fid* f) noexcept { return util::is_class(f, FI_CLASS_EP); }
+
+const fi_ops_cm ep_cm_ops = {
+    .size = sizeof(fi_ops_cm),
+    .setname = cm_setname,
+    .getname = cm_getname,
+    .getpeer = cm_getpeer,
+    .connect = cm_connect,
+    WEFT_NOSYS(fi_ops_cm, listen),
+    .accept = cm_accept,
+    WEFT_NOSYS(fi_ops_cm, reject),
+    .shutdown = cm_shutdown,
+    WEFT_NOSYS(fi_ops_cm, join),
+};
+
+int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* context) noexcept {
+  auto* prov = &provider();
+  if (!info.ep_attr || (info.ep_attr->type != FI_EP_MSG && info.ep_attr->type != FI_EP_RDM)) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "tcp offers FI_EP_MSG and FI_EP_RDM endpoints only");
+    return to_fi(errc::inval);
+  }
+  if (!offers(dom.api_version(), info)) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "the endpoint attributes ask for more than tcp offers");
+    return to_fi(errc::inval);
+  }
+  auto* src = static_cast<const sockaddr*>(info.src_addr);
+  if (src && (!util::sockaddr_len(src) || info.src_addrlen < util::sockaddr_len(src))) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "the source address is not an IP address");
+    return to_fi(errc::inval);
+  }
+  if (info.handle && !util::is_class(info.handle, FI_CLASS_CONNREQ)) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "info->handle is not a connection request (class %zu)",
+              info.handle->fclass);
+    return to_fi(errc::inval);
+  }
+  if (info.handle && info.ep_attr->type != FI_EP_MSG) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "a connection request is accepted by an FI_EP_MSG endpoint");
+    return to_fi(errc::inval);
+  }
+  return abi_guard([&]() -> int {
+    auto ep = std::make_unique<endpoint>(dom, info, context);
+    if (!ep->epoll_.valid() || !ep->timer_.valid()) return to_fi(errc_of_errno(errno));
+    sockaddr_storage any{};
+    any.ss_family = info.addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
+    if (ep->type_ == FI_EP_RDM) {
+      const sockaddr* at = src ? src : reinterpret_cast<sockaddr*>(&any);
+      if (errc e = ep->open_listener(at); e != errc::ok) return to_fi(e);
+    } else if (src) {
+      std::memcpy(&ep->src_, src, util::sockaddr_len(src));
+    }
+    if (info.handle) {
+      connreq* r = connreq::from(info.handle);
+      std::unique_ptr<conn> c = r->owner->take(r);
+      if (!c) {
+        WEFT_WARN(prov, FI_LOG_EP_CTRL, "the connection request was already used or refused");
+        return to_fi(errc::inval);
+      }
+      c->state = conn_state::accepting;
+      c->deadline_ns = 0;
+      ep->msg_conn_ = ep->adopt(std::move(c), EPOLLIN | EPOLLRDHUP);
+    }
+    *out = ep.release();
+    return 0;
+  });
+}
+
+endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
+    : endpoint_object(FI_CLASS_EP, context),
+      domain_(&dom),
+      type_(info.ep_attr->type),
+      caps_(info.caps),
+      tx_op_flags_(info.tx_attr ? info.tx_attr->op_flags : 0),
+      rx_op_flags_(info.rx_attr ? info.rx_attr->op_flags : 0),
+      max_msg_(info.ep_attr->max_msg_size ? std::min(info.ep_attr->max_msg_size, max_msg_size)
+                                          : max_msg_size),
+      locked_(util::shared_objects_need_lock(dom.threading())),
+      epoll_(epoll_create1(EPOLL_CLOEXEC)),
+      timer_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
+      txp_(info.tx_attr && info.tx_attr->size ? info.tx_attr->size : default_queue_size) {
+  limits_.max_payload = static_cast<uint32_t>(max_msg_);
+  limits_.max_rma_iov = 1;
+  util::srx_attr a;
+  a.prov = &provider();
+  a.threading = dom.threading();
+  a.size = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : default_queue_size;
+  a.min_multi_recv = min_multi_recv_;
+  a.directed_recv = type_ == FI_EP_RDM && (caps_ & FI_DIRECTED_RECV);
+  srx_ = std::make_unique<util::srx>(a);
+  face_ = srx_->add_peer(peer_table(locked_), this);
+  stalled_.reserve(16);
+  stalled_work_.reserve(16);
+  hook_ = locked_ ? util::progress_hook{&progress_thunk<util::mutex_lock>, this}
+                  : util::progress_hook{&progress_thunk<util::null_lock>, this};
+  if (epoll_.valid() && timer_.valid()) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &timer_;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, timer_.get(), &ev);
+  }
+  cm = const_cast<fi_ops_cm*>(&ep_cm_ops);
+  msg = util::writable(util::msg_badstate);
+  tagged = const_cast<fi_ops_tagged*>(tagged_badstate());
+}
+
+endpoint::~endpoint() = default;
+
+errc endpoint::open_listener(const sockaddr* addr) {
+  util::unique_fd s;
+  if (errc e = listen_socket(addr, 512, s); e != errc::ok) return e;
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&local), &len);
+  peer_name n;
+  if (!name_of(reinterpret_cast<sockaddr*>(&local), n)) return errc::addrnotavail;
+  listener_ = std::move(s);
+  local_ = local;
+  local_name_ = n;
+  return errc::ok;
+}
+
+// ---- connections ----
+
+conn* endpoint::adopt(std::unique_ptr<conn> c, uint32_t events) noexcept {
+  conn* p = c.release();
+  p->prev = nullptr;
+  p->next = conns_;
+  if (conns_) conns_->prev = p;
+  conns_ = p;
+  watch(*p, events);
+  if (p->staged_len()) stall(*p);  // bytes read by the passive endpoint
+  return p;
+}
+
+void endpoint::watch(conn& c, uint32_t events) noexcept {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = &c;
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c.fd(), &ev) == 0)
+    c.events = events;
+  else
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "epoll_ctl add fd %d: %s", c.fd(), std::strerror(errno));
+}
+
+void endpoint::want_out(conn& c, bool on) noexcept {
+  uint32_t ev = on ? (c.events | EPOLLOUT) : (c.events & ~uint32_t{EPOLLOUT});
+  if (ev == c.events || c.fd() < 0) return;
+  epoll_event e{};
+  e.events = ev;
+  e.data.ptr = &c;
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd(), &e) == 0) c.events = ev;
+}
+
+void endpoint::arm_timer(uint64_t deadline_ns) noexcept {
+  if (!deadline_ns || (timer_at_ && timer_at_ <= deadline_ns)) return;
+  itimerspec t{};
+  t.it_value.tv_sec = static_cast<time_t>(deadline_ns / 1000000000u);
+  t.it_value.tv_nsec = static_cast<long>(deadline_ns % 1000000000u);
+  if (timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &t, nullptr) == 0) timer_at_ = deadline_ns;
+}
+
+void endpoint::close_fd(conn& c) noexcept {
+  if (c.fd() >= 0) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd(), nullptr);
+  c.close_socket();
+  c.events = 0;
+}
+
+void endpoint::retire(conn& c) noexcept {
+  close_fd(c);
+  unmap(c);
+  c.state = conn_state::closed;
+  c.deadline_ns = 0;
+  sweep_needed_ = true;
+}
+
+void endpoint::stall(conn& c) noexcept {
+  if (c.stalled) return;
+  try {
+    stalled_.push_back(&c);
+    c.stalled = true;
+  } catch (...) {
+    // Out of memory: the bytes wait for the socket's next readiness.
+  }
+}
+
+void endpoint::sweep() noexcept {
+  sweep_needed_ = false;
+  for (conn* c = conns_; c;) {
+    conn* next = c->next;
+    if (c->state == conn_state::closed && c != msg_conn_) {
+      if (c->prev) c->prev->next = c->next;
+      else conns_ = c->next;
+      if (c->next) c->next->prev = c->prev;
+      if (c->stalled) std::erase(stalled_, c);
+      delete c;
+    }
+    c = next;
+  }
+}
+
+template <class Lock>
+void endpoint::teardown() noexcept {
+  for (conn* c = conns_; c;) {
+    conn* next = c->next;
+    if (fi_peer_rx_entry* e = std::exchange(c->rx, nullptr)) {
+      if (c->rx_unexp) free_unexp<Lock>(static_cast<unexp_buf*>(e->peer_context));
+      srx_->free_entry<Lock>(e);
+    }
+    close_fd(*c);
+    delete c;
+    c = next;
+  }
+  conns_ = nullptr;
+  msg_conn_ = nullptr;
+  while (fi_peer_rx_entry* e = deferred_head_) {
+    deferred_head_ = e->next;
+    srx_->free_entry<Lock>(e);
+  }
+  // Unexpected messages still queued come back through discard().
+  srx_->shutdown<Lock>();
+  while (unexp_buf* b = unexp_free_) {
+    unexp_free_ = b->next;
+    std::free(b);
+  }
+}
+
+// ---- fi_close, fi_ep_bind, fi_control, fi_enable ----
+
+int endpoint::close() {
+  if (busy()) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_close: the endpoint is still referenced");
+    return to_fi(errc::busy);
+  }
+  // No progress runs once the hooks are gone.
+  bound_.unbind(this, epoll_.get());
+  with_lock([&]<class Lock>() { teardown<Lock>(); });
+  delete this;
+  return 0;
+}
+
+int endpoint::bind(struct fid* bfid, uint64_t flags) {
+  if (enabled_) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind after fi_enable");
+    return to_fi(errc::opbadstate);
+  }
+  return bound_.bind(*domain_, bfid, flags, hook_, epoll_.get());
+}
+
+int endpoint::control(int command, void* arg) {
+  switch (command) {
+    case FI_ENABLE: return enable();
+    case FI_GETOPSFLAG:
+    case FI_SETOPSFLAG: {
+      if (!arg) return to_fi(errc::inval);
+      auto* flags = static_cast<uint64_t*>(arg);
+      bool tx = *flags & FI_TRANSMIT, rx = *flags & FI_RECV;
+      if (tx == rx) return to_fi(errc::inval);  // exactly one direction
+      uint64_t& target = tx ? tx_op_flags_ : rx_op_flags_;
+      if (command == FI_GETOPSFLAG)
+        *flags = target;
+      else
+        target = *flags & ~static_cast<uint64_t>(FI_TRANSMIT | FI_RECV);
+      return 0;
+    }
+    default: return to_fi(errc::nosys);
+  }
+}
+
+int endpoint::enable() {
+  if (enabled_) return 0;
+  auto* prov = &provider();
+  if (type_ == FI_EP_RDM && !bound_.av_) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: an RDM endpoint needs an address vector");
+    return to_fi(errc::noav);
+  }
+  if (type_ == FI_EP_MSG && !bound_.eq_) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: a connected endpoint needs an event queue");
+    return to_fi(errc::noeq);
+  }
+  if ((caps_ & FI_SEND) && !bound_.tx_cq && !bound_.send_cntr) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound for transmit");
+    return to_fi(errc::nocq);
+  }
+  if ((caps_ & FI_RECV) && !bound_.rx_cq && !bound_.recv_cntr) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound for receive");
+    return to_fi(errc::nocq);
+  }
+  if (type_ == FI_EP_RDM) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &listener_;
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &ev) != 0) {
+      WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: epoll_ctl: %s", std::strerror(errno));
+      return to_fi(errc_of_errno(errno));
+    }
+  }
+  if (bound_.av_) av_entry_size_ = bound_.av_->codec().entry_size;
+  srx_->set_cq(bound_.rx_cq.get());
+  srx_->set_min_multi_recv(min_multi_recv_);
+  bool rdm = type_ == FI_EP_RDM;
+  with_lock([&]<class Lock>() {
+    msg = const_cast<fi_ops_msg*>(rdm ? msg_table<Lock, true>() : msg_table<Lock, false>());
+    tagged = const_cast<fi_ops_tagged*>(rdm ? tagged_table<Lock, true>()
+                                            : tagged_table<Lock, false>());
+  });
+  enabled_ = true;
+  return 0;
+}
+
+// ---- options ----
+
+int endpoint::getopt(int level, int name, void* val, size_t* len) {
+  if (level == FI_OPT_ENDPOINT && name == FI_OPT_CM_DATA_SIZE && type_ == FI_EP_MSG) {
+    if (!val || !len) return to_fi(errc::inval);
+    if (*len < sizeof(size_t)) return *len = sizeof(size_t), to_fi(errc::toosmall);
+    *static_cast<size_t*>(val) = proto::cm_data_max;
+    *len = sizeof(size_t);
+    return 0;
+  }
+  return endpoint_object::getopt(level, name, val, len);
+}
+
+int endpoint::setopt(int level, int name, const void* val, size_t len) {
+  int r = endpoint_object::setopt(level, name, val, len);
+  if (r == 0 && name == FI_OPT_MIN_MULTI_RECV) srx_->set_min_multi_recv(min_multi_recv_);
+  return r;
+}
+
+ssize_t endpoint::cancel(void* context) {
+  return with_lock([&]<class Lock>() -> ssize_t { return srx_->cancel<Lock>(context); });
+}
+
+ssize_t endpoint::rx_size_left() {
+  if (!enabled_) return to_fi(errc::opbadstate);
+  return with_lock([&]<class Lock>() -> ssize_t { return srx_->rx_size_left<Lock>(); });
+}
+
+ssize_t endpoint::tx_size_left() {
+  if (!enabled_) return to_fi(errc::opbadstate);
+  return with_lock([&]<class Lock>() -> ssize_t {
+    [[maybe_unused]] auto g = guard<Lock>();
+    return static_cast<ssize_t>(txp_.available());
+  });
+}
+
+// ---- names ----
+
+namespace {
+
+int copy_name(const sockaddr_storage& ss, void* addr, size_t* addrlen) {
+  if (!addrlen) return to_fi(errc::inval);
+  size_t need = util::sockaddr_len(reinterpret_cast<const sockaddr*>(&ss));
+  if (!need) return to_fi(errc::opbadstate);
+  size_t have = *addrlen;
+  *addrlen = need;
+  if (!addr || have < need) {
+    if (addr && have) std::memcpy(addr, &ss, have);
+    return to_fi(errc::toosmall);
+  }
+  std::memcpy(addr, &ss, need);
+  return 0;
+}
+
+}  // namespace
+
+int endpoint::getname(void* addr, size_t* addrlen) {
+  if (type_ == FI_EP_RDM) return copy_name(local_, addr, addrlen);
+  return with_lock([&]<class Lock>() -> int {
+    [[maybe_unused]] auto g = guard<Lock>();
+    sockaddr_storage ss = src_;
+    if (msg_conn_ && msg_conn_->fd() >= 0) {
+      socklen_t len = sizeof ss;
+      ::getsockname(msg_conn_->fd(), reinterpret_cast<sockaddr*>(&ss), &len);
+    }
+    return copy_name(ss, addr, addrlen);
+  });
+}
+
+int endpoint::getpeer(void* addr, size_t* addrlen) {
+  if (type_ != FI_EP_MSG) return to_fi(errc::nosys);
+  return with_lock([&]<class Lock>() -> int {
+    [[maybe_unused]] auto g = guard<Lock>();
+    if (!msg_conn_ || msg_conn_->state == conn_state::connecting) return to_fi(errc::notconn);
+    return copy_name(msg_conn_->peer, addr, addrlen);
+  });
+}
+
+int endpoint::setname(const void* addr, size_t addrlen) {
+  auto* sa = static_cast<const sockaddr*>(addr);
+  if (!addr || !util::sockaddr_len(sa) || addrlen < util::sockaddr_len(sa)) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_setname: not an IP address");
+    return to_fi(errc::inval);
+  }
+  if (enabled_ || connect_called_ || msg_conn_) return to_fi(errc::opbadstate);
+  if (type_ == FI_EP_MSG) {
+    std::memcpy(&src_, sa, util::sockaddr_len(sa));
+    src_set_ = true;
+    return 0;
+  }
+  util::unique_fd keep{listener_.release()};
+  if (errc e = open_listener(sa); e != errc::ok) {
+    listener_ = std::move(keep);
+    return to_fi(e);
+  }
+  return 0;
+}
+
+}  // namespace weft::tcp

@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: MIT
+// weft — FI_EP_RDM over tcp: connections opened on demand, keyed by the AV
+// address they serve.
+//
+// The active side connects to the peer's listening address and sends a
+// hello naming its own listening address; its sends wait in the queue until
+// the peer's hello answers, so no byte is written on a connection that might
+// yet be given up. The passive side maps that name to an fi_addr through
+// the AV (FI_SOURCE, directed receive) and answers with its own hello. When
+// both ends connect at once, proto.hpp's tie-break keeps the connection
+// opened by the endpoint with the lower address: the higher side moves its
+// queue to the kept connection; the lower side refuses the other with
+// cm_resp(FI_EALREADY), which tells the higher side to wait for the kept
+// connection instead of failing.
+#include "core/log.hpp"
+#include "prov/tcp/tcp.hpp"
+#include "util/av.hpp"
+#include "util/net.hpp"
+#include "util/wait.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace weft::tcp {
+
+namespace {
+
+frame hello_frame(const peer_name& me) noexcept {
+  frame f{};
+  f.op = proto::op::hello;
+  f.minor = proto::minor_version;
+  f.addr_len = me.len;
+  std::memcpy(f.addr, me.bytes, me.len);
+  return f;
+}
+
+uint64_t deadline() noexcept {
+  return util::now_ns() + uint64_t(cfg().conn_timeout_ms) * 1000000u;
+}
+
+}  // namespace
+
+void endpoint::map(conn& c, fi_addr_t a) noexcept {
+  c.addr = a;
+  if (a == FI_ADDR_NOTAVAIL) return;
+  const uint8_t* e = bound_.av_->entry(a);
+  if (!e || av_entry_size_ > sizeof c.av_entry) return;
+  std::memcpy(c.av_entry, e, av_entry_size_);
+  try {
+    if (peers_.size() <= a) peers_.resize(a + 1, nullptr);
+  } catch (...) {
+    return;  // out of memory: the connection serves, unmapped
+  }
+  if (peers_[a] && peers_[a] != &c) peers_[a]->mapped = false;
+  peers_[a] = &c;
+  c.mapped = true;
+}
+
+void endpoint::unmap(conn& c) noexcept {
+  if (c.mapped && c.addr < peers_.size() && peers_[c.addr] == &c) peers_[c.addr] = nullptr;
+  c.mapped = false;
+}
+
+fi_addr_t endpoint::lookup(const peer_name& n) noexcept {
+  util::av* av = bound_.av_.get();
+  sockaddr_storage ss;
+  uint8_t entry[64];
+  if (!av || !sockaddr_of(n, ss) || av->codec().entry_size > sizeof entry ||
+      av->codec().encode(&ss, entry) != 0)
+    return FI_ADDR_NOTAVAIL;
+  return av->reverse(entry);
+}
+
+template <class Lock>
+conn* endpoint::conn_to(fi_addr_t dest, int* err) noexcept {
+  if (dest < peers_.size()) {
+    if (conn* c = peers_[dest]) {
+      // fi_av_remove may have freed the address, and a later insert given
+      // it to another peer: the entry must still be the one mapped.
+      const uint8_t* e = bound_.av_->entry(dest);
+      if (e && std::memcmp(e, c->av_entry, av_entry_size_) == 0) return c;
+      unmap(*c);
+      c->addr = FI_ADDR_NOTAVAIL;
+    }
+  }
+  return connect_to<Lock>(dest, err);
+}
+
+// The first send to a peer: adopt a connection it opened to us, or open one.
+template <class Lock>
+conn* endpoint::connect_to(fi_addr_t dest, int* err) noexcept {
+  auto* prov = &provider();
+  util::av* av = bound_.av_.get();
+  const uint8_t* entry = av->entry(dest);
+  sockaddr_storage to{};
+  if (!entry || av->codec().decode(entry, &to, sizeof to) > sizeof to) {
+    WEFT_WARN(prov, FI_LOG_EP_DATA, "send to fi_addr %llu: not in the address vector",
+              static_cast<unsigned long long>(dest));
+    *err = to_fi(errc::inval);
+    return nullptr;
+  }
+  peer_name want;
+  if (!name_of(reinterpret_cast<sockaddr*>(&to), want)) {
+    *err = to_fi(errc::inval);
+    return nullptr;
+  }
+  for (conn* c = conns_; c; c = c->next)
+    if (!c->mapped && c->state == conn_state::connected && c->addr == FI_ADDR_NOTAVAIL &&
+        c->name == want) {
+      map(*c, dest);
+      if (c->mapped) return c;
+    }
+  try {
+    if (peers_.size() <= dest) peers_.resize(dest + 1, nullptr);
+  } catch (...) {
+    *err = to_fi(errc::nomem);
+    return nullptr;
+  }
+  util::unique_fd s = stream_socket(to.ss_family);
+  if (!s.valid()) {
+    *err = to_fi(errc_of_errno(errno));
+    return nullptr;
+  }
+  std::unique_ptr<conn> c;
+  try {
+    c = std::make_unique<conn>(std::move(s), true, limits_);
+  } catch (...) {
+    *err = to_fi(errc::nomem);
+    return nullptr;
+  }
+  c->peer = to;
+  c->name = want;
+  c->deadline_ns = deadline();
+  c->set_ctrl(hello_frame(local_name_), nullptr, 0);
+  if (::connect(c->fd(), reinterpret_cast<sockaddr*>(&to), util::sockaddr_len(
+                    reinterpret_cast<sockaddr*>(&to))) != 0 &&
+      errno != EINPROGRESS)
+    c->connect_errno = errno;  // reported as an error completion by progress
+  conn* p = adopt(std::move(c), EPOLLIN | EPOLLOUT | EPOLLRDHUP);
+  map(*p, dest);
+  arm_timer(p->deadline_ns);
+  return p;
+}
+
+void endpoint::accept_incoming() noexcept {
+  for (int i = 0; i < 64; ++i) {
+    sockaddr_storage from{};
+    socklen_t len = sizeof from;
+    int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&from), &len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "accept: %s", std::strerror(errno));
+      return;
+    }
+    util::unique_fd s{fd};
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    std::unique_ptr<conn> c;
+    try {
+      c = std::make_unique<conn>(std::move(s), false, limits_);
+    } catch (...) {
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "out of memory for a connection from %s",
+                describe(from).c_str());
+      continue;
+    }
+    c->peer = from;
+    c->deadline_ns = deadline();
+    conn* p = adopt(std::move(c), EPOLLIN | EPOLLRDHUP);
+    arm_timer(p->deadline_ns);
+  }
+}
+
+template <class Lock>
+void endpoint::connected(conn& c) noexcept {
+  c.state = conn_state::connected;
+  c.deadline_ns = 0;
+  flush<Lock>(c);
+}
+
+template <class Lock>
+bool endpoint::on_hello(conn& c) noexcept {
+  const frame& f = c.reader.current();
+  if (c.state != conn_state::handshake) {
+    protocol_error<Lock>(c, "a hello on an established connection");
+    return false;
+  }
+  peer_name n;
+  n.len = f.addr_len;
+  std::memcpy(n.bytes, f.addr, f.addr_len);
+  if (c.active) {
+    connected<Lock>(c);  // the peer keeps this connection: the queue may go
+    return c.readable();
+  }
+  c.name = n;
+  fi_addr_t a = lookup(n);
+  c.addr = a;
+  conn* other = a < peers_.size() ? peers_[a] : nullptr;
+  bool self = n == local_name_;
+  if (other && other != &c && other->active && !self) {
+    // Both ends connected at once: the connection the lower address opened
+    // stays (proto.hpp). Ours may already be established if the peer's
+    // answer overtook this hello; the rule still holds, the peer has dropped
+    // this connection's twin or will refuse it.
+    if (local_name_ < n) {
+      frame no{};
+      no.op = proto::op::cm_resp;
+      no.status = FI_EALREADY;
+      no.minor = proto::minor_version;
+      c.set_ctrl(no, nullptr, 0);
+      c.state = conn_state::closing;
+      c.addr = FI_ADDR_NOTAVAIL;
+      flush<Lock>(c);
+      return false;
+    }
+    if (other->state != conn_state::connected) {
+      // Nothing of ours was written on it yet: its queue moves here.
+      for (tx_entry* t = other->take_queue(); t;) {
+        tx_entry* next = t->next;
+        c.push(t);
+        t = next;
+      }
+      retire(*other);
+      other = nullptr;
+    }
+  }
+  // This connection now serves the peer (an older established one, from a
+  // peer that restarted, stays open unmapped until it ends). A connection
+  // to ourselves keeps the active side mapped.
+  if (a != FI_ADDR_NOTAVAIL && !(self && other && other != &c)) map(c, a);
+  c.set_ctrl(hello_frame(local_name_), nullptr, 0);
+  connected<Lock>(c);
+  return c.readable();
+}
+
+template <class Lock>
+bool endpoint::on_refusal(conn& c, int status) noexcept {
+  if (!c.active || c.state != conn_state::handshake || status == 0) {
+    protocol_error<Lock>(c, "an unexpected connection response");
+    return false;
+  }
+  if (status == FI_EALREADY && c.name < local_name_) {
+    // The peer keeps the connection it opened to us: ours waits for it,
+    // its queue intact, until the deadline.
+    WEFT_DBG(&provider(), FI_LOG_EP_CTRL, "tcp peer %s: simultaneous connect, waiting for the "
+             "peer's connection", describe(c.peer).c_str());
+    close_fd(c);
+    c.state = conn_state::waiting;
+    return false;
+  }
+  WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "tcp peer %s (fi_addr %llu) refused the connection: %s",
+            describe(c.peer).c_str(), static_cast<unsigned long long>(c.addr),
+            fi_strerror(status));
+  fail_conn<Lock>(c, status == FI_EALREADY ? FI_ECONNREFUSED : status);
+  return false;
+}
+
+#define WEFT_TCP_INSTANTIATE(L)                                        \
+  template conn* endpoint::conn_to<L>(fi_addr_t, int*) noexcept;       \
+  template bool endpoint::on_hello<L>(conn&) noexcept;                 \
+  template bool endpoint::on_refusal<L>(conn&, int) noexcept;
+
+WEFT_TCP_INSTANTIATE(util::null_lock)
+WEFT_TCP_INSTANTIATE(util::mutex_lock)
+
+}  // namespace weft::tcp

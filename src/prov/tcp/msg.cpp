@@ -1,0 +1,467 @@
+// SPDX-License-Identifier: MIT
+// weft — the tcp data path, the posting side: the fi_ops_msg / fi_ops_tagged
+// tables, sends (one frame each: header and payload in one sendmsg when the
+// socket takes them), and the completions of sends and receives, held back
+// in order while the CQ is full. The receiving side is recv.cpp.
+#include "core/log.hpp"
+#include "prov/tcp/tcp.hpp"
+#include "util/wait.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace weft::tcp {
+
+namespace {
+
+constexpr uint64_t rx_report = FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_REMOTE_CQ_DATA;
+
+size_t total_len(const iovec* iov, size_t count) noexcept {
+  size_t n = 0;
+  for (size_t i = 0; i < count; ++i) n += iov[i].iov_len;
+  return n;
+}
+
+// The fi_ops_msg and fi_ops_tagged slots of one (lock policy, endpoint
+// type): every form funnels into endpoint::send / post_msg / post_tag. The
+// operation is carried in the flags: FI_TAGGED, FI_REMOTE_CQ_DATA.
+template <class Lock, bool Rdm>
+struct data_ops {
+  static endpoint* ep(fid_ep* e) noexcept { return endpoint::from(e); }
+  static ssize_t tx(fid_ep* e, const iovec* iov, size_t n, fi_addr_t dest, void* ctx,
+                    uint64_t flags, uint64_t tag, uint64_t data) noexcept {
+    return ep(e)->send<Lock, Rdm>(iov, n, dest, ctx, flags, tag, data);
+  }
+  static uint64_t txf(fid_ep* e) noexcept {
+    return ep(e)->tx_op_flags() & ~uint64_t{FI_TAGGED | FI_REMOTE_CQ_DATA};
+  }
+  static constexpr uint64_t inject_flags = FI_INJECT | no_completion;
+
+  // fi_ops_msg
+  static ssize_t recv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src,
+                      void* ctx) noexcept {
+    iovec iov{buf, len};
+    return ep(e)->post_msg<Lock>(&iov, &desc, 1, src, ctx, ep(e)->rx_op_flags());
+  }
+  static ssize_t recvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src,
+                       void* ctx) noexcept {
+    return ep(e)->post_msg<Lock>(iov, desc, count, src, ctx, ep(e)->rx_op_flags());
+  }
+  static ssize_t recvmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
+    if (!m) return to_fi(errc::inval);
+    return ep(e)->post_msg<Lock>(m->msg_iov, m->desc, m->iov_count, m->addr, m->context, flags);
+  }
+  static ssize_t send(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest,
+                      void* ctx) noexcept {
+    iovec iov{const_cast<void*>(buf), len};
+    return tx(e, &iov, 1, dest, ctx, txf(e), 0, 0);
+  }
+  static ssize_t sendv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dest,
+                       void* ctx) noexcept {
+    return tx(e, iov, count, dest, ctx, txf(e), 0, 0);
+  }
+  static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
+    if (!m) return to_fi(errc::inval);
+    return tx(e, m->msg_iov, m->iov_count, m->addr, m->context, flags & ~uint64_t{FI_TAGGED}, 0,
+              m->data);
+  }
+  static ssize_t inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest) noexcept {
+    iovec iov{const_cast<void*>(buf), len};
+    return tx(e, &iov, 1, dest, nullptr, inject_flags, 0, 0);
+  }
+  static ssize_t senddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data,
+                          fi_addr_t dest, void* ctx) noexcept {
+    iovec iov{const_cast<void*>(buf), len};
+    return tx(e, &iov, 1, dest, ctx, txf(e) | FI_REMOTE_CQ_DATA, 0, data);
+  }
+  static ssize_t injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data,
+                            fi_addr_t dest) noexcept {
+    iovec iov{const_cast<void*>(buf), len};
+    return tx(e, &iov, 1, dest, nullptr, inject_flags | FI_REMOTE_CQ_DATA, 0, data);
+  }
+
+  // fi_ops_tagged
+  static ssize_t trecv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag,
+                       uint64_t ignore, void* ctx) noexcept {
+    iovec iov{buf, len};
+    return ep(e)->post_tag<Lock>(&iov, &desc, 1, src, tag, ignore, ctx, ep(e)->rx_op_flags());
+  }
+  static ssize_t trecvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src,
+                        uint64_t tag, uint64_t ignore, void* ctx) noexcept {
+    return ep(e)->post_tag<Lock>(iov, desc, count, src, tag, ignore, ctx, ep(e)->rx_op_flags());
+  }
+  static ssize_t trecvmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
+    if (!m) return to_fi(errc::inval);
+    return ep(e)->post_tag<Lock>(m->msg_iov, m->desc, m->iov_count, m->addr, m->tag, m->ignore,
+                                 m->context, flags);
+  }
+  static ssize_t tsend(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t tag,
+                       void* ctx) noexcept {
+    iovec iov{const_cast<void*>(buf), len};
+    return tx(e, &iov, 1, dest, ctx, txf(e) | FI_TAGGED, tag, 0);
+  }
+  static ssize_t tsendv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dest,
+                        uint64_t tag, void* ctx) noexcept {
+    return tx(e, iov, count, dest, ctx, txf(e) | FI_TAGGED, tag, 0);
+  }
+  static ssize_t tsendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
+    if (!m) return to_fi(errc::inval);
+    return tx(e, m->msg_iov, m->iov_count, m->addr, m->context, flags | FI_TAGGED, m->tag,
+              m->data);
+  }
+  static ssize_t tinject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest,
+                         uint64_t tag) noexcept {
+    iovec iov{const_cast<void*>(buf), len};
+    return tx(e, &iov, 1, dest, nullptr, inject_flags | FI_TAGGED, tag, 0);
+  }
+  static ssize_t tsenddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data,
+                           fi_addr_t dest, uint64_t tag, void* ctx) noexcept {
+    iovec iov{const_cast<void*>(buf), len};
+    return tx(e, &iov, 1, dest, ctx, txf(e) | FI_TAGGED | FI_REMOTE_CQ_DATA, tag, data);
+  }
+  static ssize_t tinjectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
+                             uint64_t tag) noexcept {
+    iovec iov{const_cast<void*>(buf), len};
+    return tx(e, &iov, 1, dest, nullptr, inject_flags | FI_TAGGED | FI_REMOTE_CQ_DATA, tag, data);
+  }
+
+  static constexpr fi_ops_msg msg_table = {
+      .size = sizeof(fi_ops_msg),
+      .recv = recv,
+      .recvv = recvv,
+      .recvmsg = recvmsg,
+      .send = send,
+      .sendv = sendv,
+      .sendmsg = sendmsg,
+      .inject = inject,
+      .senddata = senddata,
+      .injectdata = injectdata,
+  };
+  static constexpr fi_ops_tagged tagged_table = {
+      .size = sizeof(fi_ops_tagged),
+      .recv = trecv,
+      .recvv = trecvv,
+      .recvmsg = trecvmsg,
+      .send = tsend,
+      .sendv = tsendv,
+      .sendmsg = tsendmsg,
+      .inject = tinject,
+      .senddata = tsenddata,
+      .injectdata = tinjectdata,
+  };
+};
+
+constexpr fi_ops_tagged tagged_badstate_table = {
+    .size = sizeof(fi_ops_tagged),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, recv),    WEFT_FAIL(opbadstate, fi_ops_tagged, recvv),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, recvmsg), WEFT_FAIL(opbadstate, fi_ops_tagged, send),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, sendv),   WEFT_FAIL(opbadstate, fi_ops_tagged, sendmsg),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, inject),  WEFT_FAIL(opbadstate, fi_ops_tagged, senddata),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, injectdata),
+};
+
+template <class Lock>
+constexpr fi_ops_srx_peer peer_ops = {
+    .size = sizeof(fi_ops_srx_peer),
+    .start_msg = endpoint::start<Lock>,
+    .start_tag = endpoint::start<Lock>,
+    .discard_msg = endpoint::discard<Lock>,
+    .discard_tag = endpoint::discard<Lock>,
+};
+
+}  // namespace
+
+template <class Lock, bool Rdm>
+const fi_ops_msg* endpoint::msg_table() noexcept {
+  return &data_ops<Lock, Rdm>::msg_table;
+}
+template <class Lock, bool Rdm>
+const fi_ops_tagged* endpoint::tagged_table() noexcept {
+  return &data_ops<Lock, Rdm>::tagged_table;
+}
+const fi_ops_tagged* endpoint::tagged_badstate() noexcept { return &tagged_badstate_table; }
+const fi_ops_srx_peer* endpoint::peer_table(bool locked) noexcept {
+  return locked ? &peer_ops<util::mutex_lock> : &peer_ops<util::null_lock>;
+}
+
+// ---- sends ----
+
+template <class Lock, bool Rdm>
+ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* context,
+                       uint64_t flags, uint64_t tag, uint64_t data) noexcept {
+  if (count > max_iov || (count && !iov)) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send with %zu iovecs (at most %zu, non-null)", count,
+              max_iov);
+    return to_fi(errc::inval);
+  }
+  size_t len = total_len(iov, count);
+  if (len > max_msg_ || ((flags & FI_INJECT) && len > inject_size)) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send of %zu bytes exceeds %s %zu", len,
+              len > max_msg_ ? "max_msg_size" : "inject_size",
+              len > max_msg_ ? max_msg_ : inject_size);
+    return to_fi(errc::msgsize);
+  }
+  util::cq* cq = bound_.tx_cq.get();
+  bool completion = cq && !(flags & no_completion) &&
+                    (!bound_.tx_selective || (flags & FI_COMPLETION));
+  [[maybe_unused]] auto g = guard<Lock>();
+  conn* c;
+  if constexpr (Rdm) {
+    int err = 0;
+    c = conn_to<Lock>(dest, &err);
+    if (!c) return err;
+  } else {
+    c = msg_conn_;
+    if (!c || c->state != conn_state::connected || shutdown_)
+      return to_fi(shutdown_ ? errc::notconn : errc::opbadstate);
+  }
+  if (completion && !cq->has_room<Lock>()) return to_fi(errc::again);
+  tx_entry* t = txp_.take();
+  if (!t) return to_fi(errc::again);
+  bool tagged = flags & FI_TAGGED, with_data = flags & FI_REMOTE_CQ_DATA;
+  proto::op op = tagged ? (with_data ? proto::op::tagged_data : proto::op::tagged)
+                        : (with_data ? proto::op::msg_data : proto::op::msg);
+  size_t hl = build_msg_header(t->hdr, op, 0, static_cast<uint32_t>(len), 0, tag, data);
+  t->context = context;
+  t->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+  t->complete = completion;
+  t->report = !(flags & no_completion);
+  t->iov[0] = {t->hdr, hl};
+  std::copy_n(iov, count, t->iov + 1);
+  t->count = static_cast<uint8_t>(1 + count);
+  t->first = 0;
+  t->left = hl + len;
+  bool now = c->state == conn_state::connected && c->tx_idle();
+  c->push(t);
+  if (now) {
+    // The common case: the frame leaves in this call, straight from the
+    // application's buffers.
+    flush<Lock>(*c);
+    if (c->state == conn_state::closed || c->tx_empty()) return 0;
+  }
+  if ((flags & FI_INJECT) && !c->tx_empty()) {
+    // Still queued (this entry is the tail): keep what is left of the
+    // payload in the entry, so the caller may reuse its buffer.
+    size_t off = 0;
+    unsigned first = std::max<unsigned>(t->first, 1);
+    for (unsigned i = first; i < t->count; ++i) {
+      std::memcpy(t->inject + off, t->iov[i].iov_base, t->iov[i].iov_len);
+      off += t->iov[i].iov_len;
+    }
+    t->iov[1] = {t->inject, off};
+    t->count = 2;
+    if (t->first > 1) t->first = 1;
+  }
+  return 0;
+}
+
+template <class Lock>
+ssize_t endpoint::post_msg(const iovec* iov, void** desc, size_t count, fi_addr_t src,
+                           void* context, uint64_t flags) noexcept {
+  if (shutdown_) return to_fi(errc::notconn);
+  return srx_->post_msg<Lock>(iov, desc, count, src, context, flags);
+}
+
+template <class Lock>
+ssize_t endpoint::post_tag(const iovec* iov, void** desc, size_t count, fi_addr_t src,
+                           uint64_t tag, uint64_t ignore, void* context, uint64_t flags) noexcept {
+  if (shutdown_ && !(flags & (FI_PEEK | FI_CLAIM))) return to_fi(errc::notconn);
+  return srx_->post_tag<Lock>(iov, desc, count, src, tag, ignore, context, flags);
+}
+
+template <class Lock>
+void endpoint::flush(conn& c) noexcept {
+  tx_entry* done = nullptr;
+  int err = 0;
+  conn::io st = c.flush(c.state == conn_state::connected, &done, &err);
+  while (done) {
+    tx_entry* next = done->next;
+    complete_tx<Lock>(done);
+    done = next;
+  }
+  if (st == conn::io::error) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "tcp peer %s: write failed: %s",
+              describe(c.peer).c_str(), std::strerror(err));
+    if (type_ == FI_EP_MSG)
+      msg_lost<Lock>(c, FI_ECONNRESET, false);
+    else
+      fail_conn<Lock>(c, static_cast<int>(errc_of_errno(err)));
+    return;
+  }
+  if (!c.ctrl_pending()) {
+    if (c.state == conn_state::closing) {
+      retire(c);
+      return;
+    }
+    if (c.event_pending) {
+      c.event_pending = false;
+      cm_event(FI_CONNECTED, nullptr, 0);
+    }
+  }
+  want_out(c, st == conn::io::blocked || c.state == conn_state::connecting);
+}
+
+// ---- completions ----
+
+template <class Lock>
+bool endpoint::complete_tx(tx_entry* t) noexcept {
+  if (t->complete) {
+    util::cq_entry ce{};
+    ce.op_context = t->context;
+    ce.flags = t->cq_flags;
+    ce.src = FI_ADDR_NOTAVAIL;
+    if (tx_deferred_head_ || !bound_.tx_cq->write<Lock>(ce)) {
+      // The CQ filled since the send checked: the entry waits for room.
+      t->next = nullptr;
+      if (tx_deferred_tail_)
+        tx_deferred_tail_->next = t;
+      else
+        tx_deferred_head_ = t;
+      tx_deferred_tail_ = t;
+      return false;
+    }
+  }
+  if (util::cntr* c = bound_.send_cntr.get()) c->inc();
+  txp_.put(t);
+  return true;
+}
+
+template <class Lock>
+void endpoint::fail_tx(tx_entry* t, int err) noexcept {
+  util::cq* cq = bound_.tx_cq.get();
+  if (cq && t->report) {
+    fi_cq_err_entry e{};
+    e.op_context = t->context;
+    e.flags = t->cq_flags;
+    e.err = err;
+    e.prov_errno = err;
+    e.src_addr = FI_ADDR_NOTAVAIL;
+    if (!cq->write_error<Lock>(e))
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA, "transmit CQ full: error %d for %p lost", err,
+                t->context);
+  }
+  if (util::cntr* c = bound_.send_cntr.get()) c->inc_err();
+  txp_.put(t);
+}
+
+template <class Lock>
+bool endpoint::write_rx(fi_peer_rx_entry* e) noexcept {
+  util::cq* cq = bound_.rx_cq.get();
+  if (!cq) return true;
+  size_t total = total_len(e->iov, e->count);
+  size_t len = std::min(e->msg_size, total);
+  uint64_t flags = e->flags & rx_report;
+  uint64_t data = (flags & FI_REMOTE_CQ_DATA) ? e->cq_data : 0;
+  void* buf = e->count ? e->iov[0].iov_base : nullptr;
+  if (e->msg_size > total) {
+    fi_cq_err_entry err{};
+    err.op_context = e->context;
+    err.flags = flags;
+    err.len = len;
+    err.buf = buf;
+    err.data = data;
+    err.tag = e->tag;
+    err.olen = e->msg_size - len;
+    err.err = FI_ETRUNC;
+    err.prov_errno = FI_ETRUNC;
+    err.src_addr = e->addr;
+    return cq->write_error<Lock>(err);
+  }
+  if (bound_.rx_selective && !(e->flags & (FI_COMPLETION | FI_MULTI_RECV))) return true;
+  return cq->write<Lock>({e->context, flags, len, buf, data, e->tag, e->addr, 0});
+}
+
+template <class Lock>
+void endpoint::done_rx(fi_peer_rx_entry* e, bool ok) noexcept {
+  if (util::cntr* c = bound_.recv_cntr.get()) ok ? c->inc() : c->inc_err();
+  srx_->free_entry<Lock>(e);
+}
+
+template <class Lock>
+bool endpoint::finish_rx(fi_peer_rx_entry* e) noexcept {
+  {
+    [[maybe_unused]] auto g = aux_guard<Lock>();
+    if (deferred_head_) {
+      // Completions keep their order: this one queues behind the others.
+      e->next = nullptr;
+      deferred_tail_->next = e;
+      deferred_tail_ = e;
+      return false;
+    }
+  }
+  if (!write_rx<Lock>(e)) {
+    [[maybe_unused]] auto g = aux_guard<Lock>();
+    e->next = nullptr;
+    if (deferred_tail_)
+      deferred_tail_->next = e;
+    else
+      deferred_head_ = e;
+    deferred_tail_ = e;
+    return false;
+  }
+  done_rx<Lock>(e, e->msg_size <= total_len(e->iov, e->count));
+  return true;
+}
+
+template <class Lock>
+void endpoint::fail_rx(fi_peer_rx_entry* e, int err) noexcept {
+  if (util::cq* cq = bound_.rx_cq.get()) {
+    fi_cq_err_entry ce{};
+    ce.op_context = e->context;
+    ce.flags = e->flags & rx_report;
+    ce.tag = e->tag;
+    ce.err = err;
+    ce.prov_errno = err;
+    ce.src_addr = e->addr;
+    if (!cq->write_error<Lock>(ce))
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA, "receive CQ full: error %d for %p lost", err,
+                e->context);
+  }
+  done_rx<Lock>(e, false);
+}
+
+template <class Lock>
+void endpoint::complete_deferred() noexcept {
+  while (tx_entry* t = tx_deferred_head_) {
+    util::cq_entry ce{};
+    ce.op_context = t->context;
+    ce.flags = t->cq_flags;
+    ce.src = FI_ADDR_NOTAVAIL;
+    if (!bound_.tx_cq->write<Lock>(ce)) break;
+    tx_deferred_head_ = t->next;
+    if (!tx_deferred_head_) tx_deferred_tail_ = nullptr;
+    if (util::cntr* c = bound_.send_cntr.get()) c->inc();
+    txp_.put(t);
+  }
+  for (;;) {
+    fi_peer_rx_entry* e;
+    {
+      [[maybe_unused]] auto g = aux_guard<Lock>();
+      e = deferred_head_;
+    }
+    if (!e || !write_rx<Lock>(e)) return;
+    {
+      [[maybe_unused]] auto g = aux_guard<Lock>();
+      deferred_head_ = e->next;
+      if (!deferred_head_) deferred_tail_ = nullptr;
+    }
+    done_rx<Lock>(e, e->msg_size <= total_len(e->iov, e->count));
+  }
+}
+
+#define WEFT_TCP_INSTANTIATE(L)                                                                \
+  template const fi_ops_msg* endpoint::msg_table<L, true>() noexcept;                          \
+  template const fi_ops_msg* endpoint::msg_table<L, false>() noexcept;                         \
+  template const fi_ops_tagged* endpoint::tagged_table<L, true>() noexcept;                    \
+  template const fi_ops_tagged* endpoint::tagged_table<L, false>() noexcept;                   \
+  template void endpoint::flush<L>(conn&) noexcept;                                            \
+  template void endpoint::complete_deferred<L>() noexcept;                                     \
+  template bool endpoint::finish_rx<L>(fi_peer_rx_entry*) noexcept;                            \
+  template void endpoint::fail_rx<L>(fi_peer_rx_entry*, int) noexcept;                         \
+  template void endpoint::fail_tx<L>(tx_entry*, int) noexcept;
+
+WEFT_TCP_INSTANTIATE(util::null_lock)
+WEFT_TCP_INSTANTIATE(util::mutex_lock)
+
+}  // namespace weft::tcp

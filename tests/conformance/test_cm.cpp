@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: MIT
+// weft — conformance: connection-oriented endpoints (FI_EP_MSG). A passive
+// endpoint and a client endpoint in one process, each side in a domain and
+// with an EQ and a CQ of its own (so a thread may block on one side while
+// another drives the other, under every threading model).
+#include "exchange.hpp"
+
+#include <rdma/fi_cm.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+namespace conformance {
+namespace {
+
+class cm : public testing::TestWithParam<config> {
+ protected:
+  struct side {
+    fid_domain* dom = nullptr;
+    fid_eq* eq = nullptr;
+    fid_cq* cq = nullptr;
+    fid_ep* ep = nullptr;
+  };
+
+  void SetUp() override {
+    hints = hints_for(GetParam(), FI_MSG | FI_TAGGED);
+    hints->addr_format = FI_SOCKADDR_IN;
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", nullptr, FI_SOURCE, hints, &info), 0);
+    ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
+    for (side* s : {&client, &server}) {
+      ASSERT_EQ(fi_domain(fabric, info, &s->dom, nullptr), 0);
+      fi_eq_attr eattr{};
+      eattr.wait_obj = FI_WAIT_UNSPEC;
+      ASSERT_EQ(fi_eq_open(fabric, &eattr, &s->eq, nullptr), 0);
+      fi_cq_attr cattr{};
+      cattr.format = FI_CQ_FORMAT_TAGGED;
+      cattr.wait_obj = FI_WAIT_FD;
+      ASSERT_EQ(fi_cq_open(s->dom, &cattr, &s->cq, nullptr), 0);
+    }
+    ASSERT_EQ(fi_passive_ep(fabric, info, &pep, nullptr), 0);
+    ASSERT_EQ(fi_pep_bind(pep, &server.eq->fid, 0), 0);
+    ASSERT_EQ(fi_listen(pep), 0);
+    size_t len = 0;
+    ASSERT_EQ(fi_getname(&pep->fid, nullptr, &len), -FI_ETOOSMALL);
+    ASSERT_EQ(len, sizeof(sockaddr_in));
+    ASSERT_EQ(fi_getname(&pep->fid, &server_addr, &len), 0);
+    ASSERT_NE(server_addr.sin_port, 0);
+  }
+  void TearDown() override {
+    for (side* s : {&client, &server})
+      if (s->ep) {
+        EXPECT_EQ(fi_close(&s->ep->fid), 0);
+      }
+    if (pep) {
+      EXPECT_EQ(fi_close(&pep->fid), 0);
+    }
+    for (side* s : {&client, &server}) {
+      if (s->cq) {
+        EXPECT_EQ(fi_close(&s->cq->fid), 0);
+      }
+      if (s->eq) {
+        EXPECT_EQ(fi_close(&s->eq->fid), 0);
+      }
+      if (s->dom) {
+        EXPECT_EQ(fi_close(&s->dom->fid), 0);
+      }
+    }
+    if (fabric) {
+      EXPECT_EQ(fi_close(&fabric->fid), 0);
+    }
+    fi_freeinfo(info);
+    fi_freeinfo(hints);
+  }
+
+  // Drives a side's progress without consuming anything.
+  void poke(side& s) {
+    uint32_t ev;
+    alignas(fi_eq_cm_entry) char buf[512];
+    fi_eq_read(s.eq, &ev, buf, sizeof buf, FI_PEEK);
+    if (s.ep) fi_cq_read(s.cq, nullptr, 0);
+  }
+  // The next event of `s`'s EQ (the other side progresses meanwhile):
+  // the bytes read, or -FI_EAVAIL / -FI_EAGAIN after a few seconds.
+  ssize_t next_event(side& s, uint32_t* event, void* buf, size_t len) {
+    side& other = &s == &client ? server : client;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
+      ssize_t r = fi_eq_read(s.eq, event, buf, len, 0);
+      if (r != -FI_EAGAIN || std::chrono::steady_clock::now() > deadline) return r;
+      poke(other);
+    }
+  }
+  fid_ep* open_ep(side& s, fi_info* i) {
+    EXPECT_EQ(fi_endpoint(s.dom, i, &s.ep, nullptr), 0);
+    EXPECT_EQ(fi_ep_bind(s.ep, &s.eq->fid, 0), 0);
+    EXPECT_EQ(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    EXPECT_EQ(fi_enable(s.ep), 0);
+    return s.ep;
+  }
+  // The client asks (with private data); the server's FI_CONNREQ event
+  // comes back with its data and info (the caller owns it).
+  fi_info* request(const std::string& data, std::string* got) {
+    open_ep(client, info);
+    EXPECT_EQ(fi_connect(client.ep, &server_addr, data.data(), data.size()), 0);
+    uint32_t event = 0;
+    alignas(fi_eq_cm_entry) char buf[sizeof(fi_eq_cm_entry) + 512];
+    ssize_t r = next_event(server, &event, buf, sizeof buf);
+    EXPECT_GE(r, static_cast<ssize_t>(sizeof(fi_eq_cm_entry)));
+    EXPECT_EQ(event, static_cast<uint32_t>(FI_CONNREQ));
+    if (r < static_cast<ssize_t>(sizeof(fi_eq_cm_entry))) return nullptr;
+    auto* e = reinterpret_cast<fi_eq_cm_entry*>(buf);
+    EXPECT_EQ(e->fid, &pep->fid);
+    if (got) got->assign(buf + sizeof(fi_eq_cm_entry), r - sizeof(fi_eq_cm_entry));
+    return e->info;
+  }
+  // A connected pair; returns the private data each side saw.
+  void connect(std::string creq = "", std::string sresp = "", std::string* got_req = nullptr,
+               std::string* got_resp = nullptr) {
+    fi_info* ci = request(creq, got_req);
+    ASSERT_NE(ci, nullptr);
+    ASSERT_NE(ci->handle, nullptr);
+    EXPECT_EQ(ci->ep_attr->type, FI_EP_MSG);
+    open_ep(server, ci);
+    fi_freeinfo(ci);
+    ASSERT_EQ(fi_accept(server.ep, sresp.data(), sresp.size()), 0);
+    uint32_t event = 0;
+    alignas(fi_eq_cm_entry) char buf[sizeof(fi_eq_cm_entry) + 512];
+    ssize_t r = next_event(client, &event, buf, sizeof buf);
+    ASSERT_GE(r, static_cast<ssize_t>(sizeof(fi_eq_cm_entry))) << fi_strerror(int(-r));
+    EXPECT_EQ(event, static_cast<uint32_t>(FI_CONNECTED));
+    EXPECT_EQ(reinterpret_cast<fi_eq_cm_entry*>(buf)->fid, &client.ep->fid);
+    if (got_resp) got_resp->assign(buf + sizeof(fi_eq_cm_entry), r - sizeof(fi_eq_cm_entry));
+    r = next_event(server, &event, buf, sizeof buf);
+    ASSERT_GE(r, static_cast<ssize_t>(sizeof(fi_eq_cm_entry)));
+    EXPECT_EQ(event, static_cast<uint32_t>(FI_CONNECTED));
+    EXPECT_EQ(reinterpret_cast<fi_eq_cm_entry*>(buf)->fid, &server.ep->fid);
+  }
+  traffic client_to_server() { return traffic(client.ep, server.ep, 0, {client.cq, server.cq}); }
+  traffic server_to_client() { return traffic(server.ep, client.ep, 0, {server.cq, client.cq}); }
+
+  // A thread blocked in fi_cq_sread on `s` while `act` runs here: the read
+  // must return FI_ECANCELED for `rctx` promptly.
+  void blocked_reader_sees_cancel(side& s, fi_context* rctx, const std::function<void()>& act) {
+    ssize_t got = 0;
+    std::chrono::steady_clock::duration waited{};
+    std::thread reader([&] {
+      fi_cq_tagged_entry e;
+      auto start = std::chrono::steady_clock::now();
+      got = fi_cq_sread(s.cq, &e, 1, nullptr, 10000);
+      waited = std::chrono::steady_clock::now() - start;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    act();
+    reader.join();
+    ASSERT_EQ(got, -FI_EAVAIL);
+    EXPECT_LT(waited, std::chrono::seconds(3));
+    fi_cq_err_entry err{};
+    ASSERT_EQ(fi_cq_readerr(s.cq, &err, 0), 1);
+    EXPECT_EQ(err.err, FI_ECANCELED);
+    EXPECT_EQ(err.op_context, rctx);
+  }
+  // The next event of `s` is FI_SHUTDOWN for its endpoint.
+  void expect_shutdown(side& s) {
+    uint32_t event = 0;
+    fi_eq_cm_entry e{};
+    ASSERT_EQ(next_event(s, &event, &e, sizeof e), static_cast<ssize_t>(sizeof e));
+    EXPECT_EQ(event, static_cast<uint32_t>(FI_SHUTDOWN));
+    EXPECT_EQ(e.fid, &s.ep->fid);
+  }
+
+  fi_info* hints = nullptr;
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_pep* pep = nullptr;
+  side client, server;
+  sockaddr_in server_addr{};
+};
+
+TEST_P(cm, connect_and_accept_with_private_data) {
+  std::string req, resp;
+  connect(std::string("client hello\0", 13), std::string("server welcome\0", 15), &req, &resp);
+  EXPECT_EQ(req, std::string("client hello\0", 13));
+  EXPECT_EQ(resp, std::string("server welcome\0", 15));
+  sockaddr_in peer{};
+  size_t len = sizeof peer;
+  ASSERT_EQ(fi_getpeer(client.ep, &peer, &len), 0);
+  EXPECT_EQ(peer.sin_port, server_addr.sin_port);
+  size_t cm_size = 0;
+  len = sizeof cm_size;
+  ASSERT_EQ(fi_getopt(&pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &cm_size, &len), 0);
+  EXPECT_GE(cm_size, 15u);
+  len = sizeof cm_size;
+  ASSERT_EQ(fi_getopt(&client.ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &cm_size, &len), 0);
+  EXPECT_EQ(fi_connect(client.ep, &server_addr, nullptr, 0), -FI_EISCONN);
+  traffic up = client_to_server(), down = server_to_client();
+  exchange(up, 12, false);
+  exchange(down, 12, true);
+}
+
+TEST_P(cm, reject_with_private_data) {
+  fi_info* ci = request("let me in", nullptr);
+  ASSERT_NE(ci, nullptr);
+  ASSERT_EQ(fi_reject(pep, ci->handle, "not today", 10), 0);
+  fi_freeinfo(ci);
+  uint32_t event = 0;
+  fi_eq_cm_entry e{};
+  ASSERT_EQ(next_event(client, &event, &e, sizeof e), -FI_EAVAIL);
+  fi_eq_err_entry err{};
+  ASSERT_EQ(fi_eq_readerr(client.eq, &err, 0), static_cast<ssize_t>(sizeof err));
+  EXPECT_EQ(err.err, FI_ECONNREFUSED);
+  EXPECT_EQ(err.fid, &client.ep->fid);
+  ASSERT_EQ(err.err_data_size, 10u);
+  EXPECT_STREQ(static_cast<const char*>(err.err_data), "not today");
+  // The refused endpoint does not carry data.
+  EXPECT_NE(fi_send(client.ep, "x", 1, nullptr, 0, nullptr), 0);
+}
+
+TEST_P(cm, shutdown_by_the_client_cancels_the_server_receive) {
+  connect();
+  char buf[16];
+  fi_context rctx;
+  ASSERT_EQ(fi_recv(server.ep, buf, sizeof buf, nullptr, 0, &rctx), 0);
+  blocked_reader_sees_cancel(server, &rctx, [&] { EXPECT_EQ(fi_shutdown(client.ep, 0), 0); });
+  expect_shutdown(server);
+  EXPECT_EQ(fi_send(server.ep, "x", 1, nullptr, 0, nullptr), -FI_ENOTCONN);
+}
+
+TEST_P(cm, shutdown_by_the_server_cancels_the_client_receive) {
+  connect();
+  char buf[16];
+  fi_context rctx;
+  ASSERT_EQ(fi_trecv(client.ep, buf, sizeof buf, nullptr, 0, 1, 0, &rctx), 0);
+  blocked_reader_sees_cancel(client, &rctx, [&] { EXPECT_EQ(fi_shutdown(server.ep, 0), 0); });
+  expect_shutdown(client);
+}
+
+TEST_P(cm, closing_the_peer_is_a_shutdown) {
+  connect();
+  char buf[16];
+  fi_context rctx;
+  ASSERT_EQ(fi_recv(client.ep, buf, sizeof buf, nullptr, 0, &rctx), 0);
+  blocked_reader_sees_cancel(client, &rctx, [&] {
+    EXPECT_EQ(fi_close(&server.ep->fid), 0);
+    server.ep = nullptr;
+  });
+  expect_shutdown(client);
+}
+
+TEST_P(cm, local_shutdown_wakes_a_blocked_reader) {
+  if (GetParam().threading != FI_THREAD_SAFE)
+    GTEST_SKIP() << "a thread blocked on the endpoint's CQ while another shuts the endpoint "
+                    "down share a domain: FI_THREAD_SAFE only";
+  connect();
+  char buf[16];
+  fi_context rctx;
+  ASSERT_EQ(fi_recv(client.ep, buf, sizeof buf, nullptr, 0, &rctx), 0);
+  blocked_reader_sees_cancel(client, &rctx, [&] { EXPECT_EQ(fi_shutdown(client.ep, 0), 0); });
+}
+
+TEST_P(cm, msg_and_tagged_from_zero_to_four_mib) {
+  connect();
+  traffic up = client_to_server(), down = server_to_client();
+  for (size_t size : {size_t{0}, size_t{1}, size_t{100}, size_t{4096}, size_t{70001},
+                      size_t{1} << 20, size_t{4} << 20})
+    for (bool tag : {false, true}) {
+      exchange(up, size, tag);
+      exchange(down, size, tag, true);
+    }
+}
+
+TEST_P(cm, peek_claim_discard) {
+  connect();
+  traffic up = client_to_server();
+  peek_claim_discard(up);
+}
+
+TEST_P(cm, remote_cq_data) {
+  connect();
+  traffic up = client_to_server();
+  remote_cq_data(up);
+}
+
+TEST_P(cm, data_before_connecting_is_refused) {
+  open_ep(client, info);
+  EXPECT_EQ(fi_send(client.ep, "x", 1, nullptr, 0, nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_accept(client.ep, nullptr, 0), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_shutdown(client.ep, 1), -FI_EBADFLAGS);
+  EXPECT_EQ(fi_reject(pep, &client.ep->fid, nullptr, 0), -FI_EINVAL);
+}
+
+INSTANTIATE_TEST_SUITE_P(tcp, cm, testing::ValuesIn(msg_configs), config_name);
+
+}  // namespace
+}  // namespace conformance
