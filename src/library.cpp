@@ -4,12 +4,16 @@
 #include "core/registry.hpp"
 
 fi_provider* weft_udp_provider() noexcept;
+fi_provider* weft_shm_provider() noexcept;
+fi_provider* weft_tcp_provider() noexcept;
 
 namespace weft::core {
 
 std::span<const provider_init> builtin_providers() noexcept {
   static constexpr provider_init table[] = {
       &weft_udp_provider,
+      &weft_shm_provider,
+      &weft_tcp_provider,
   };
   return table;
 }

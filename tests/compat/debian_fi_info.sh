@@ -27,12 +27,17 @@ list=$(run -l)
 echo "$list"
 check "fi_info -l lists udp" grep -q "^udp:" <<<"$list"
 check "fi_info -l lists shm" grep -q "^shm:" <<<"$list"
+check "fi_info -l lists tcp" grep -q "^tcp:" <<<"$list"
 
 verbose=$(run -p udp -v)
 check "fi_info -p udp -v exits 0" test $? -eq 0
 check "fi_info -p udp -v prints fi_info" grep -q "^fi_info:" <<<"$verbose"
 check "fi_info -p udp -v names udp" grep -q "prov_name: udp" <<<"$verbose"
 check "fi_info -p udp -v shows FI_EP_DGRAM" grep -q "FI_EP_DGRAM" <<<"$verbose"
+
+tcp=$(run -p tcp -v)
+check "fi_info -p tcp -v shows FI_EP_MSG" grep -q "FI_EP_MSG" <<<"$tcp"
+check "fi_info -p tcp -v shows FI_EP_RDM" grep -q "FI_EP_RDM" <<<"$tcp"
 
 shm=$(run -p shm -v)
 check "fi_info -p shm -v shows FI_EP_RDM" grep -q "FI_EP_RDM" <<<"$shm"
@@ -43,12 +48,16 @@ check "fi_info -p udp short form" grep -q "provider: udp" <<<"$short"
 
 env=$(run -e)
 check "fi_info -e shows FI_UDP_IFACE" grep -q "FI_UDP_IFACE" <<<"$env"
+check "fi_info -e shows FI_TCP_IFACE" grep -q "FI_TCP_IFACE" <<<"$env"
+check "fi_info -e shows FI_TCP_CONN_TIMEOUT" grep -q "FI_TCP_CONN_TIMEOUT" <<<"$env"
 check "fi_info -e shows FI_SHM_SINGLE_COPY" grep -q "FI_SHM_SINGLE_COPY" <<<"$env"
 
 # Parameters and FI_PROVIDER steer what fi_getinfo offers.
 only_lo=$(FI_UDP_IFACE=lo run -p udp)
 check "FI_UDP_IFACE=lo keeps only lo" test "$(grep -c 'domain:' <<<"$only_lo")" -ge 1
 check "FI_UDP_IFACE=lo drops other interfaces" test -z "$(grep 'domain:' <<<"$only_lo" | grep -v 'domain: lo$')"
+tcp_lo=$(FI_TCP_IFACE=lo run -p tcp)
+check "FI_TCP_IFACE=lo drops other interfaces" test -z "$(grep 'domain:' <<<"$tcp_lo" | grep -v 'domain: lo$')"
 excluded=$(FI_PROVIDER=^udp run -l 2>&1)
 check "FI_PROVIDER=^udp excludes udp" test -z "$(grep '^udp:' <<<"$excluded")"
 chosen=$(FI_PROVIDER=udp run -l 2>&1)

@@ -48,6 +48,13 @@ pair() { # server client provider endpoint mode
 for combo in "$deb $ours" "$ours $deb" "$ours $ours" "$deb $deb"; do
   set -- $combo
   pair "$1" "$2" udp dgram msg
+  pair "$1" "$2" shm rdm msg
+  pair "$1" "$2" shm rdm tagged
+  for ep in msg rdm; do
+    for mode in msg tagged; do
+      pair "$1" "$2" tcp $ep $mode
+    done
+  done
 done
 
 echo "fi_pingpong pairings: $pass passed, $fail failed"

@@ -41,7 +41,24 @@ inline std::string config_name(const testing::TestParamInfo<config>& info) {
 inline const config all_configs[] = {
     {"udp", FI_EP_DGRAM, FI_THREAD_DOMAIN},
     {"udp", FI_EP_DGRAM, FI_THREAD_SAFE},
+    {"tcp", FI_EP_RDM, FI_THREAD_DOMAIN},
+    {"tcp", FI_EP_RDM, FI_THREAD_SAFE},
+    {"shm", FI_EP_RDM, FI_THREAD_DOMAIN},
+    {"shm", FI_EP_RDM, FI_THREAD_SAFE},
 };
+
+// Connection-oriented configurations (test_cm.cpp: a passive endpoint, an
+// EQ, and a connected pair in one process).
+inline const config msg_configs[] = {
+    {"tcp", FI_EP_MSG, FI_THREAD_DOMAIN},
+    {"tcp", FI_EP_MSG, FI_THREAD_SAFE},
+};
+
+// Whether an address format is an IP socket address (udp, tcp): tests that
+// name hosts and ports apply to those providers only.
+inline bool is_ip_format(uint32_t fmt) {
+  return fmt == FI_SOCKADDR_IN || fmt == FI_SOCKADDR_IN6 || fmt == FI_SOCKADDR;
+}
 
 // Hints for a configuration: what a typical application asks.
 inline fi_info* hints_for(const config& c, uint64_t caps = FI_MSG) {

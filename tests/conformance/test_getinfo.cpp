@@ -114,6 +114,7 @@ TEST_P(getinfo, layered_provider_name_selects_the_core_provider) {
 }
 
 TEST_P(getinfo, dupinfo_is_deep) {
+  SKIP_UNLESS_IP();
   fi_info* hints = hints_for(GetParam());
   fi_info* info = nullptr;
   ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "4713", FI_SOURCE, hints, &info), 0);
