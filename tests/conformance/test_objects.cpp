@@ -135,6 +135,31 @@ TEST_P(objects, counters_count_sends_and_receives) {
   EXPECT_EQ(fi_close(&recvd->fid), 0);
 }
 
+// An address of another format is refused, never dereferenced blindly: a
+// sockaddr handed to a provider that names peers by string, or a string to
+// an IP provider.
+TEST_P(objects, av_insert_of_a_foreign_format_is_refused) {
+  fi_av_attr attr{};
+  attr.type = FI_AV_TABLE;
+  fid_av* v = nullptr;
+  ASSERT_EQ(fi_av_open(domain, &attr, &v, nullptr), 0);
+  fi_addr_t fa = 0;
+  int err = 0;
+  if (is_ip_format(info->addr_format)) {
+    char name[64] = "fi_shm://weft-shm-0-0-1-0";
+    EXPECT_EQ(fi_av_insert(v, name, 1, &fa, FI_SYNC_ERR, &err), 0);
+  } else {
+    sockaddr_in sin[4] = {};  // as many bytes as a name: a wrong format, not a short buffer
+    sin[0].sin_family = AF_INET;
+    sin[0].sin_port = htons(4715);
+    sin[0].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(fi_av_insert(v, sin, 1, &fa, FI_SYNC_ERR, &err), 0);
+  }
+  EXPECT_NE(err, 0);
+  EXPECT_EQ(fa, FI_ADDR_NOTAVAIL);
+  EXPECT_EQ(fi_close(&v->fid), 0);
+}
+
 TEST_P(objects, av_insert_lookup_remove) {
   // Three valid addresses of the provider's format, one stride apart: IP
   // ports on loopback, or the names of three endpoints.
