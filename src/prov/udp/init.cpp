@@ -1,17 +1,9 @@
 // SPDX-License-Identifier: MIT
 // weft — the udp provider's registration, parameters and fi_getinfo.
-#include "core/info.hpp"
 #include "core/log.hpp"
 #include "prov/udp/udp.hpp"
-#include "util/info_match.hpp"
-#include "util/ip_codec.hpp"
-#include "util/net.hpp"
+#include "util/ip_getinfo.hpp"
 
-#include <netdb.h>
-
-#include <cstring>
-#include <utility>
-#include <memory>
 
 namespace weft::udp {
 
@@ -33,64 +25,6 @@ fi_provider the_provider = {
     .cleanup = nullptr,
 };
 
-struct info_deleter {
-  void operator()(fi_info* i) const noexcept { core::free_info(i); }
-};
-using info_ptr = std::unique_ptr<fi_info, info_deleter>;
-
-struct addrinfo_deleter {
-  void operator()(addrinfo* a) const noexcept { freeaddrinfo(a); }
-};
-
-// Resolves node/service the way fi_getinfo(3) describes; false (logged) if
-// they name nothing usable.
-bool resolve(const char* node, const char* service, uint64_t flags, int family,
-             sockaddr_storage& out) {
-  // fi_getinfo(3): node may be an FI_ADDR_STR address, service then NULL.
-  std::string host, port;
-  if (node && std::strstr(node, "://")) {
-    int named = AF_UNSPEC;
-    if (service || !util::split_addr_str(node, host, port, named) ||
-        (family != AF_UNSPEC && named != AF_UNSPEC && named != family)) {
-      WEFT_INFO(&provider(), FI_LOG_CORE, "%s is not an IP address udp can use", node);
-      return false;
-    }
-    if (named != AF_UNSPEC) family = named;
-    node = host.c_str();
-    service = port.c_str();
-  }
-  addrinfo hints{};
-  hints.ai_family = family;
-  hints.ai_socktype = SOCK_DGRAM;
-  if (flags & FI_SOURCE) hints.ai_flags |= AI_PASSIVE;
-  if (flags & FI_NUMERICHOST) hints.ai_flags |= AI_NUMERICHOST;
-  addrinfo* res = nullptr;
-  int rc = ::getaddrinfo(node, service, &hints, &res);
-  if (rc != 0 || !res) {
-    WEFT_INFO(&provider(), FI_LOG_CORE, "cannot resolve %s:%s: %s", node ? node : "",
-              service ? service : "", gai_strerror(rc));
-    return false;
-  }
-  std::unique_ptr<addrinfo, addrinfo_deleter> guard{res};
-  std::memcpy(&out, res->ai_addr, res->ai_addrlen);
-  return true;
-}
-
-bool set_addr(void*& field, size_t& len, const sockaddr* sa) {
-  std::free(field);
-  len = util::sockaddr_len(sa);
-  field = std::malloc(len);
-  if (!field) return false;
-  std::memcpy(field, sa, len);
-  return true;
-}
-
-// Port of an IP sockaddr (network order).
-uint16_t& port_of(sockaddr_storage& ss) {
-  return ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in&>(ss).sin_port
-                                 : reinterpret_cast<sockaddr_in6&>(ss).sin6_port;
-}
-
 }  // namespace
 
 const config& cfg() noexcept { return the_config; }
@@ -99,80 +33,9 @@ fi_provider& provider() noexcept { return the_provider; }
 
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** info) noexcept {
-  return abi_guard([&]() -> int {
-    const fi_info& tmpl = info_template();
-    // Where the caller pins addresses, only matching interfaces qualify.
-    const sockaddr* want_src = nullptr;
-    sockaddr_storage resolved{};
-    bool have_resolved = false;
-    int family = AF_UNSPEC;
-    if (hints && hints->addr_format == FI_SOCKADDR_IN) family = AF_INET;
-    if (hints && hints->addr_format == FI_SOCKADDR_IN6) family = AF_INET6;
-    if (hints && hints->addr_format && family == AF_UNSPEC &&
-        hints->addr_format != FI_SOCKADDR)
-      return to_fi(errc::nodata);
-    if (node || service) {
-      if (!resolve(node, service, flags, family, resolved)) return to_fi(errc::nodata);
-      have_resolved = true;
-      if (flags & FI_SOURCE) want_src = reinterpret_cast<sockaddr*>(&resolved);
-    } else if (hints && hints->src_addr) {
-      want_src = static_cast<const sockaddr*>(hints->src_addr);
-      if (!util::sockaddr_len(want_src) || hints->src_addrlen < util::sockaddr_len(want_src))
-        return to_fi(errc::nodata);
-    }
-
-    fi_info* head = nullptr;
-    fi_info** tail = &head;
-    // Frees the list built so far on any early return.
-    struct list_guard {
-      fi_info*& head;
-      ~list_guard() { core::free_info(head); }
-    } guard{head};
-    for (const util::ip_iface& iface : util::list_ip_ifaces()) {
-      if (!cfg().iface.empty() && iface.name != cfg().iface) continue;
-      int fam = iface.addr.ss_family;
-      if (family != AF_UNSPEC && fam != family) continue;
-      if (want_src && !util::same_host(want_src, reinterpret_cast<const sockaddr*>(&iface.addr)))
-        continue;
-      if (have_resolved && !(flags & FI_SOURCE) && resolved.ss_family != fam) continue;
-      // The template, specialised to this interface.
-      fi_info local = tmpl;
-      fi_domain_attr dom = *tmpl.domain_attr;
-      fi_fabric_attr fab = *tmpl.fabric_attr;
-      dom.name = const_cast<char*>(iface.name.c_str());
-      fab.name = const_cast<char*>(iface.network.c_str());
-      local.domain_attr = &dom;
-      local.fabric_attr = &fab;
-      local.addr_format = fam == AF_INET ? FI_SOCKADDR_IN : FI_SOCKADDR_IN6;
-      bool nomem = false;
-      info_ptr match{util::match_info(&provider(), version, local, hints, &nomem)};
-      if (nomem) return to_fi(errc::nomem);
-      if (!match) continue;
-      // Source: the interface (or the pinned address) with the asked port.
-      sockaddr_storage src = iface.addr;
-      if (want_src) {
-        // Keep the interface's own address when the caller gave the any-address.
-        uint16_t port = reinterpret_cast<const sockaddr_in*>(want_src)->sin_port;
-        port_of(src) = port;
-      }
-      if (!set_addr(match->src_addr, match->src_addrlen, reinterpret_cast<sockaddr*>(&src)))
-        return to_fi(errc::nomem);
-      if (have_resolved && !(flags & FI_SOURCE)) {
-        if (!set_addr(match->dest_addr, match->dest_addrlen,
-                      reinterpret_cast<sockaddr*>(&resolved)))
-          return to_fi(errc::nomem);
-      } else if (hints && hints->dest_addr && util::sockaddr_len(static_cast<sockaddr*>(hints->dest_addr))) {
-        if (!set_addr(match->dest_addr, match->dest_addrlen,
-                      static_cast<sockaddr*>(hints->dest_addr)))
-          return to_fi(errc::nomem);
-      }
-      *tail = match.release();
-      tail = &(*tail)->next;
-    }
-    if (!head) return to_fi(errc::nodata);
-    *info = std::exchange(head, nullptr);
-    return 0;
-  });
+  const fi_info* templates[] = {&info_template()};
+  return util::ip_getinfo({&provider(), templates, SOCK_DGRAM, cfg().iface}, version, node,
+                          service, flags, hints, info);
 }
 
 }  // namespace weft::udp
