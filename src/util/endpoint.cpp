@@ -85,6 +85,41 @@ int ep_bindings::bind(domain& dom, fid* bfid, uint64_t flags, progress_hook hook
   }
 }
 
+int ep_bindings::check_enable(const fi_provider* prov, fi_ep_type type,
+                              uint64_t caps) const noexcept {
+  if ((type == FI_EP_RDM || type == FI_EP_DGRAM) && !av_) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: a connectionless endpoint needs an address vector");
+    return to_fi(errc::noav);
+  }
+  if (type == FI_EP_MSG && !eq_) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: a connected endpoint needs an event queue");
+    return to_fi(errc::noeq);
+  }
+  if ((caps & FI_SEND) && !tx_cq && !send_cntr) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound for transmit");
+    return to_fi(errc::nocq);
+  }
+  if ((caps & FI_RECV) && !rx_cq && !recv_cntr) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound for receive");
+    return to_fi(errc::nocq);
+  }
+  return 0;
+}
+
+int ops_flags_control(int command, void* arg, uint64_t& tx_flags, uint64_t& rx_flags) noexcept {
+  if (command != FI_GETOPSFLAG && command != FI_SETOPSFLAG) return 1;
+  if (!arg) return to_fi(errc::inval);
+  auto* flags = static_cast<uint64_t*>(arg);
+  bool tx = *flags & FI_TRANSMIT, rx = *flags & FI_RECV;
+  if (tx == rx) return to_fi(errc::inval);  // exactly one direction
+  uint64_t& target = tx ? tx_flags : rx_flags;
+  if (command == FI_GETOPSFLAG)
+    *flags = target;
+  else
+    target = *flags & ~static_cast<uint64_t>(FI_TRANSMIT | FI_RECV);
+  return 0;
+}
+
 void ep_bindings::unbind(void* hook_obj, int wait_fd) noexcept {
   for (cq* c : {tx_cq.get(), rx_cq.get()}) {
     if (!c) continue;

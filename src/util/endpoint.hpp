@@ -30,7 +30,17 @@ struct ep_bindings {
   int bind(domain& dom, struct fid* bfid, uint64_t flags, progress_hook hook, int wait_fd) noexcept;
   // Undoes every registration `bind` made (at close).
   void unbind(void* hook_obj, int wait_fd) noexcept;
+
+  // fi_enable's checks: an AV when the endpoint type needs one, an EQ for
+  // connected endpoints, and a CQ or counter for each direction `caps` use.
+  // 0, or the documented error (logged).
+  int check_enable(const fi_provider* prov, fi_ep_type type, uint64_t caps) const noexcept;
 };
+
+// fi_control(FI_GETOPSFLAG / FI_SETOPSFLAG): the default operation flags of
+// exactly one direction (FI_TRANSMIT or FI_RECV in *arg). 1 for any other
+// command, so the caller handles the rest.
+int ops_flags_control(int command, void* arg, uint64_t& tx_flags, uint64_t& rx_flags) noexcept;
 
 // Base of a provider endpoint class Self. Installs full ops tables (the
 // provider replaces the ones it implements) and default members.

@@ -142,38 +142,17 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
 int endpoint::control(int command, void* arg) {
   switch (command) {
     case FI_ENABLE: return enable();
-    case FI_GETOPSFLAG:
-    case FI_SETOPSFLAG: {
-      if (!arg) return to_fi(errc::inval);
-      auto* flags = static_cast<uint64_t*>(arg);
-      bool tx = *flags & FI_TRANSMIT, rx = *flags & FI_RECV;
-      if (tx == rx) return to_fi(errc::inval);  // exactly one direction
-      uint64_t& target = tx ? tx_op_flags_ : rx_op_flags_;
-      if (command == FI_GETOPSFLAG)
-        *flags = target;
-      else
-        target = *flags & ~static_cast<uint64_t>(FI_TRANSMIT | FI_RECV);
-      return 0;
+    default: {
+      int ret = util::ops_flags_control(command, arg, tx_op_flags_, rx_op_flags_);
+      return ret == 1 ? to_fi(errc::nosys) : ret;
     }
-    default: return to_fi(errc::nosys);
   }
 }
 
 int endpoint::enable() {
   if (enabled_) return 0;
   auto* prov = &provider();
-  if (!bound_.av_) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: an RDM endpoint needs an address vector");
-    return to_fi(errc::noav);
-  }
-  if ((caps_ & FI_SEND) && !bound_.tx_cq && !bound_.send_cntr) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound for transmit");
-    return to_fi(errc::nocq);
-  }
-  if ((caps_ & FI_RECV) && !bound_.rx_cq && !bound_.recv_cntr) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound for receive");
-    return to_fi(errc::nocq);
-  }
+  if (int ret = bound_.check_enable(prov, FI_EP_RDM, caps_)) return ret;
   util::srx_attr a;
   a.prov = prov;
   a.rx_cq = bound_.rx_cq.get();
