@@ -50,7 +50,9 @@ int query_atomic(fid_domain* d, fi_datatype datatype, fi_op op, fi_atomic_attr* 
   auto* dom = self(d);
   if (!dom->hooks().query_atomic) return to_fi(errc::nosys);
   if (!attr) return to_fi(errc::inval);
-  return abi_guard([&] { return dom->hooks().query_atomic(*dom, datatype, op, attr, flags); });
+  return abi_guard([&] {
+    return dom->hooks().query_atomic(*dom, raw_enum(datatype), raw_enum(op), attr, flags);
+  });
 }
 int query_collective(fid_domain*, fi_collective_op, fi_collective_attr*, uint64_t) noexcept {
   return to_fi(errc::nosys);

@@ -24,8 +24,8 @@ struct domain_hooks {
   // How this provider stores and compares peer addresses in its AVs.
   const av_codec* (*codec)(const domain& dom);
   // Optional: null means -FI_ENOSYS.
-  int (*query_atomic)(domain& dom, fi_datatype datatype, fi_op op, fi_atomic_attr* attr,
-                      uint64_t flags);
+  // (datatype and op as the ints the caller passed: any value is possible.)
+  int (*query_atomic)(domain& dom, int datatype, int op, fi_atomic_attr* attr, uint64_t flags);
   int (*srx_ctx)(domain& dom, fi_rx_attr* attr, fid_ep** rx_ep, void* context);
 };
 

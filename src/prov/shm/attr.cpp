@@ -10,9 +10,11 @@ namespace weft::shm {
 
 namespace {
 
-constexpr uint64_t tx_caps = FI_MSG | FI_TAGGED | FI_SEND;
+constexpr uint64_t tx_caps =
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE;
 constexpr uint64_t rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV |
-                             FI_SOURCE;
+                             FI_SOURCE | FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                             FI_RMA_EVENT;
 
 fi_tx_attr tx = {
     .caps = tx_caps,
@@ -24,7 +26,7 @@ fi_tx_attr tx = {
     .inject_size = inline_max,
     .size = tx_depth,
     .iov_limit = max_iov,
-    .rma_iov_limit = 0,
+    .rma_iov_limit = proto::rma_max_targets,
     .tclass = 0,
 };
 

@@ -123,6 +123,9 @@ tx_entry* endpoint::take_tx() noexcept {
   tx_free_ = t->next;
   --tx_free_count_;
   t->next = nullptr;
+  t->kind = tx_entry::send;
+  t->acked = false;
+  t->ack_status = 0;
   // A new generation in the high half: a late or forged ack for an earlier
   // use of this slot does not match.
   t->token += uint64_t{1} << 32;
@@ -154,7 +157,18 @@ void endpoint::enqueue_bounce(conn& c, tx_entry* t) noexcept {
 
 template <class Lock>
 void endpoint::complete_tx(tx_entry* t, int err) noexcept {
+  if (t->kind == tx_entry::internal) {  // data of a read we served: no one to tell
+    if (t->c) --t->c->outstanding;
+    put_tx(t);
+    return;
+  }
   util::cq* cq = bound_.tx_cq.get();
+  // fi_cntr(3): sends count on the send counter, RMA reads and fetching
+  // atomics on the read counter, RMA writes and other atomics on the write
+  // counter.
+  util::cntr* cntr = t->kind == tx_entry::send      ? bound_.send_cntr.get()
+                     : (t->cq_flags & FI_READ)      ? bound_.read_cntr.get()
+                                                    : bound_.write_cntr.get();
   if (err) {
     if (cq) {
       fi_cq_err_entry e{};
@@ -167,11 +181,11 @@ void endpoint::complete_tx(tx_entry* t, int err) noexcept {
         WEFT_WARN(&provider(), FI_LOG_EP_DATA, "transmit CQ overrun: error %d for %p lost", err,
                   t->context);
     }
-    if (util::cntr* n = bound_.send_cntr.get()) n->inc_err();
+    if (cntr) cntr->inc_err();
   } else {
     if (t->completion)
       cq->write<Lock>({t->context, t->cq_flags, 0, nullptr, 0, 0, FI_ADDR_NOTAVAIL, 0});
-    if (util::cntr* n = bound_.send_cntr.get()) n->inc();
+    if (cntr) cntr->inc();
   }
   if (t->c) --t->c->outstanding;
   put_tx(t);
@@ -182,7 +196,7 @@ void endpoint::fail_conn(conn& c, int err) noexcept {
   c.dead = true;
   c.queue_head = c.queue_tail = nullptr;
   for (auto& o : c.seg_owner) o = nullptr;
-  c.acks.clear();
+  c.replies.clear();
   for (uint32_t i = 0; i < tx_count_; ++i)
     if (tx_[i].state != tx_entry::free && tx_[i].c == &c) complete_tx<Lock>(&tx_[i], err);
 }
@@ -214,7 +228,7 @@ void endpoint::service(uint64_t now) noexcept {
   for (size_t i = 0; i < busy_conns_.size();) {
     conn& c = *busy_conns_[i];
     if (!c.dead) {
-      if (!c.acks.empty()) flush_acks(c);
+      if (!c.replies.empty()) flush_replies(c);
       if (c.queue_head || c.seg_owner[0] || c.seg_owner[1]) pump_bounce<Lock>(c);
       if (c.outstanding && now - c.watch_ns > stall_ns) {
         c.watch_ns = now;

@@ -162,6 +162,19 @@ void format_name(const addr_entry& e, char* buf) noexcept {
                 name_prefix, static_cast<uint32_t>(::geteuid()), e.pidns, e.pid, e.index);
 }
 
+namespace {
+
+int query_atomic(util::domain&, int datatype, int op, fi_atomic_attr* attr,
+                 uint64_t flags) noexcept {
+  int rc = util::query_atomic(op, datatype, flags, proto::atomic_max_bytes, attr);
+  if (rc)
+    WEFT_WARN(&provider(), FI_LOG_DOMAIN, "fi_query_atomic: op %d on datatype %d (flags 0x%llx): %s",
+              op, datatype, static_cast<unsigned long long>(flags), fi_strerror(-rc));
+  return rc;
+}
+
+}  // namespace
+
 const util::fabric_hooks fabric_hooks = {
     .domain = open_domain,
     .passive_ep = nullptr,
@@ -170,7 +183,7 @@ const util::fabric_hooks fabric_hooks = {
 const util::domain_hooks domain_hooks = {
     .endpoint = open_endpoint,
     .codec = codec_for,
-    .query_atomic = nullptr,
+    .query_atomic = query_atomic,
     .srx_ctx = nullptr,
 };
 

@@ -183,6 +183,14 @@ int endpoint::enable() {
                                         : msg_table<util::null_lock>());
   tagged = const_cast<fi_ops_tagged*>(locked_ ? tagged_table<util::mutex_lock>()
                                               : tagged_table<util::null_lock>());
+  // RMA and atomics only where the endpoint asked for them (fi_getinfo(3)
+  // caps): the others keep the -FI_ENOSYS tables.
+  if (caps_ & FI_RMA)
+    rma = const_cast<fi_ops_rma*>(locked_ ? rma_table<util::mutex_lock>()
+                                          : rma_table<util::null_lock>());
+  if (caps_ & FI_ATOMIC)
+    atomic = const_cast<fi_ops_atomic*>(locked_ ? atomic_table<util::mutex_lock>()
+                                                : atomic_table<util::null_lock>());
   enabled_ = true;
   return 0;
 }

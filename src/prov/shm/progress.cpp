@@ -212,6 +212,11 @@ bool endpoint::handle(inbound& in, const msg_view& v) noexcept {
     case proto::op_rts_cma:
     case proto::op_rts_bounce: return handle_rts<Lock>(in, v);
     case proto::op_ack: return handle_ack<Lock>(in, v);
+    case proto::op_rma_write: return handle_rma_write<Lock>(in, v);
+    case proto::op_rma_read: return handle_rma_read<Lock>(in, v);
+    case proto::op_atomic: return handle_atomic<Lock>(in, v);
+    case proto::op_resp: return handle_resp<Lock>(in, v);
+    case proto::op_read_bounce: return handle_read_bounce<Lock>(in, v);
     default:
       WEFT_WARN(&provider(), FI_LOG_EP_DATA, "shm sender pid %u: unknown message op %u",
                 in.id.pid, v.fields.op);
@@ -331,15 +336,24 @@ bool endpoint::handle_ack(inbound& in, const msg_view& v) noexcept {
   uint64_t token = v.fields.tag, status = v.fields.data;
   in.cons.release(v);
   tx_entry* t = tx_of(token);
-  if (!t || t->state != tx_entry::wait_ack || !(t->c->id == in.id)) {
+  if (!t || !t->c || !(t->c->id == in.id) || t->kind == tx_entry::internal ||
+      (t->state != tx_entry::wait_ack && t->kind != tx_entry::write)) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "shm: stray acknowledgement from pid %u", in.id.pid);
     return true;
   }
   conn& c = *t->c;
   c.watch_ns = util::now_ns();
+  if (t->state != tx_entry::wait_ack) {
+    // A streamed write answered before we saw its last segment drained:
+    // pump_bounce completes it then.
+    t->acked = true;
+    t->ack_status = status == proto::ack_done ? 0 : status < 4096 ? status : FI_EIO;
+    return true;
+  }
   if (status == proto::ack_done) {
     complete_tx<Lock>(t, 0);
-  } else if (status == proto::ack_use_bounce) {
+  } else if (status == proto::ack_use_bounce &&
+             (t->kind == tx_entry::send || t->kind == tx_entry::write)) {
     if (!c.cma_refused)
       WEFT_INFO(&provider(), FI_LOG_EP_DATA, "shm peer %s cannot read our memory: bounce buffers",
                 c.reg.name().c_str());

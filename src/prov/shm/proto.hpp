@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// weft — the shm provider's shared-memory layout, version 1.
+// weft — the shm provider's shared-memory layout, version 2.
 //
 // Every endpoint owns one region: a file in /dev/shm (mode 0600, see
 // region.hpp for the name), mapped MAP_SHARED by its owner and by every local
@@ -63,7 +63,7 @@ namespace weft::shm::proto {
 inline constexpr uint64_t magic = 0x004d4853'54464557ull;
 // Bumped on any change of this file's layouts or protocols; peers of different
 // versions refuse each other's regions (attach answers -FI_EOPNOTSUPP).
-inline constexpr uint32_t version = 1;
+inline constexpr uint32_t version = 2;
 
 inline constexpr size_t cache_line = 64;
 inline constexpr size_t page_bytes = 4096;
@@ -379,18 +379,84 @@ static_assert(compute_geometry(4096, 4096).region_bytes < (uint64_t{1} << 40));
 //                  positive FI_E* code. No payload.
 // In every message with a match, tag is the tag (flag_tagged) and data the
 // remote CQ data (flag_data).
+//
+// RMA and atomics (version 2). The initiator's request names the target's
+// memory by (key, address, length); the TARGET checks every range against
+// its registrations before touching a byte, moves the data and answers, so
+// a bad key or range is an error completion at the initiator and leaves the
+// target's memory untouched. In requests, tag = the initiator's token and
+// data = remote CQ data (flag_data); flag_no_reply marks inject forms, which
+// get no answer.
+//   op_rma_write   rma_payload, `count` rma_target, then by mode:
+//                  rma_inline: the data (at most inline_max bytes);
+//                  rma_cma: `lcount` rts_iov, the initiator's buffers, which
+//                  the target reads with process_vm_readv;
+//                  rma_bounce: nothing; the initiator streams the data
+//                  through the ring's bounce segments (xfer id = token).
+//                  Answered by op_ack (ack_use_bounce as for op_rts_cma).
+//   op_rma_read    rma_payload, `count` rma_target, `lcount` rts_iov (the
+//                  initiator's buffers). rma_inline: answered by op_resp
+//                  carrying the data; rma_cma: the target writes the data
+//                  with process_vm_writev and answers op_ack; refused, or
+//                  rma_bounce: op_read_bounce and the data through bounce
+//                  segments of the initiator's region.
+//   op_atomic      atomic_payload, `count` rma_target (len in elements), the
+//                  operands (none for FI_ATOMIC_READ), then the compare
+//                  values (compare atomics). Executed at the target by
+//                  util::atomic_apply; answered by op_resp carrying the
+//                  prior values (fetch and compare atomics) or op_ack.
+//   op_resp        target -> initiator: tag = token, data = ack_done or a
+//                  positive FI_E* code; payload: read data / prior values.
+//   op_read_bounce target -> initiator: tag = token; payload rts_payload
+//                  {the target's xfer id, total, 0}; chunks follow.
 
 enum msg_op : uint16_t {
   op_inline = 1,
   op_rts_cma = 2,
   op_rts_bounce = 3,
   op_ack = 4,
+  op_rma_write = 5,
+  op_rma_read = 6,
+  op_atomic = 7,
+  op_resp = 8,
+  op_read_bounce = 9,
 };
 
 enum msg_flag : uint16_t {
-  flag_tagged = 1,  // matched by tag (fi_tsend); else by order (fi_send)
-  flag_data = 2,    // header.data is remote CQ data
+  flag_tagged = 1,    // matched by tag (fi_tsend); else by order (fi_send)
+  flag_data = 2,      // header.data is remote CQ data
+  flag_no_reply = 4,  // an RMA or atomic inject: no answer wanted
 };
+
+enum rma_mode : uint32_t { rma_inline = 0, rma_cma = 1, rma_bounce = 2 };
+
+struct rma_payload {
+  uint64_t total;   // bytes
+  uint32_t count;   // rma_target entries that follow
+  uint32_t lcount;  // rts_iov entries after them
+  uint32_t mode;    // rma_mode
+  uint32_t reserved;
+};
+static_assert(sizeof(rma_payload) == 24 && std::is_trivially_copyable_v<rma_payload>);
+
+struct rma_target {
+  uint64_t addr;
+  uint64_t len;  // bytes; elements for atomics
+  uint64_t key;
+};
+static_assert(sizeof(rma_target) == 24 && std::is_trivially_copyable_v<rma_target>);
+
+struct atomic_payload {
+  uint32_t op;        // enum fi_op
+  uint32_t datatype;  // enum fi_datatype
+  uint32_t kind;      // util::atomic_kind
+  uint32_t count;     // rma_target entries that follow
+  uint64_t elements;  // the sum of their lengths
+};
+static_assert(sizeof(atomic_payload) == 24 && std::is_trivially_copyable_v<atomic_payload>);
+inline constexpr uint32_t rma_max_targets = 4;
+// Operand bytes one atomic carries (operands and compare values each).
+inline constexpr uint32_t atomic_max_bytes = 2048;
 
 enum ack_status : uint64_t {
   ack_done = 0,        // pulled (or discarded by the receiver): the send is complete

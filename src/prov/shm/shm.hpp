@@ -22,6 +22,7 @@
 #include "util/fabric.hpp"
 #include "util/fd.hpp"
 #include "util/lock.hpp"
+#include "util/rma_ops.hpp"
 #include "util/srx.hpp"
 
 #include <rdma/fabric.h>
@@ -101,10 +102,13 @@ std::string region_name_of(const addr_entry& e);
 struct conn;
 struct inbound;
 
-// A send waiting for its receiver (rendezvous): pulled by CMA until op_ack,
-// or streamed through bounce segments until its last chunk is consumed.
+// An operation waiting for its peer: a large send (pulled by CMA until
+// op_ack, or streamed through bounce segments until its last chunk is
+// consumed), an RMA or atomic until the target answers, or (internal) the
+// data of a read we serve, streamed back through bounce segments.
 struct tx_entry {
   enum state_t : uint8_t { free, wait_ack, streaming, draining };
+  enum kind_t : uint8_t { send, write, read, atomic, internal };
   uint64_t token = 0;  // index | generation << 32
   void* context = nullptr;
   uint64_t cq_flags = 0;
@@ -113,6 +117,9 @@ struct tx_entry {
   uint32_t count = 0;
   bool completion = false;
   state_t state = free;
+  kind_t kind = send;
+  bool acked = false;        // a streamed write's answer came before its last chunk drained
+  uint64_t ack_status = 0;
   uint64_t total = 0, sent = 0, consumed = 0;
   tx_entry* next = nullptr;  // free list, or the conn's bounce queue
 };
@@ -138,9 +145,16 @@ struct conn {
   uint32_t seg_bytes[proto::bounce_segments]{};
   uint64_t watch_ns = 0;   // last sign of life (or liveness check) while busy
   uint64_t full_ns = 0;    // when sends first found the ring full, 0 if not
-  std::deque<std::pair<uint64_t, uint64_t>> acks;  // (token, status) waiting for room
+  // Answers (op_ack, op_resp, op_read_bounce) waiting for room in the ring,
+  // in order; only ever used when the ring is full.
+  struct reply {
+    uint16_t op;
+    uint64_t token, status;
+    std::vector<std::byte> payload;
+  };
+  std::deque<reply> replies;
 
-  bool busy() const noexcept { return outstanding || !acks.empty(); }
+  bool busy() const noexcept { return outstanding || !replies.empty(); }
 };
 
 // Unexpected messages, kept in the srx entry's peer_context until matched.
@@ -181,6 +195,17 @@ struct rx_xfer : rec_base {
   bool discarded = false;   // no one will take it: drain and drop
   bool done = false;        // every byte arrived (staged)
   int err = 0;              // the transfer failed (FI_E*)
+  // RMA: the data lands in `dst` (a write we serve: the checked target
+  // ranges; a read we issued: the read's buffers) instead of a receive.
+  enum rma_t : uint8_t { none, write_target, read_result } rma = none;
+  tx_entry* read = nullptr;  // read_result: the read it completes,
+  uint64_t read_token = 0;   // while its token is this
+  uint16_t req_flags = 0;    // write_target: the request's flags,
+  uint64_t cq_data = 0;      // its remote CQ data,
+  addr_entry id{};           // who to answer
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  size_t dst_count = 0;
+  iovec dst[proto::rma_max_targets * util::mr_iov_limit]{};
   ~rx_xfer() { std::free(staging); }
 };
 
@@ -233,6 +258,18 @@ class endpoint : public util::endpoint_object<endpoint> {
   static const fi_ops_msg* msg_table() noexcept;
   template <class Lock>
   static const fi_ops_tagged* tagged_table() noexcept;
+
+  // ---- RMA and atomics, initiator and target (rma.cpp) ----
+  template <class Lock>
+  ssize_t post_rma(const util::rma_request& r) noexcept;
+  template <class Lock>
+  ssize_t post_atomic(const util::atomic_request& r) noexcept;
+  size_t atomic_max_bytes() const noexcept { return proto::atomic_max_bytes; }
+  template <class Lock>
+  static const fi_ops_rma* rma_table() noexcept;
+  template <class Lock>
+  static const fi_ops_atomic* atomic_table() noexcept;
+  static const util::rma_limits limits;
 
   uint64_t tx_op_flags() const noexcept { return tx_op_flags_; }
   uint64_t rx_op_flags() const noexcept { return rx_op_flags_; }
@@ -295,8 +332,14 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   void pull(fi_peer_rx_entry* e, const cma_rec& r) noexcept;
   template <class Lock>
-  void send_ack(conn* c, uint64_t token, uint64_t status) noexcept;
-  void flush_acks(conn& c) noexcept;
+  void send_ack(conn* c, uint64_t token, uint64_t status) noexcept {
+    send_reply(c, proto::op_ack, token, status, nullptr, 0);
+  }
+  // An answer to `c`'s owner, queued in order when its ring is full. The
+  // payload is gathered from `iov` (at most inline_max bytes).
+  void send_reply(conn* c, uint16_t op, uint64_t token, uint64_t status, const iovec* iov,
+                  size_t count) noexcept;
+  void flush_replies(conn& c) noexcept;
   bool use_cma(conn& c) noexcept;
 
   // ---- receiving (progress.cpp) ----
@@ -313,6 +356,21 @@ class endpoint : public util::endpoint_object<endpoint> {
   bool handle_rts(inbound& in, const msg_view& v) noexcept;
   template <class Lock>
   bool handle_ack(inbound& in, const msg_view& v) noexcept;
+  template <class Lock>
+  bool handle_rma_write(inbound& in, const msg_view& v) noexcept;
+  template <class Lock>
+  bool handle_rma_read(inbound& in, const msg_view& v) noexcept;
+  template <class Lock>
+  bool handle_atomic(inbound& in, const msg_view& v) noexcept;
+  template <class Lock>
+  bool handle_resp(inbound& in, const msg_view& v) noexcept;
+  template <class Lock>
+  bool handle_read_bounce(inbound& in, const msg_view& v) noexcept;
+  // A served write or atomic changed our memory: remote counters and the
+  // remote CQ data completion (fi_cq(3): FI_REMOTE_CQ_DATA, no receive used).
+  template <class Lock>
+  void remote_event(uint64_t kind_flags, uint16_t req_flags, uint64_t data,
+                    fi_addr_t src) noexcept;
   fi_addr_t source_of(inbound& in) noexcept;
   template <class Lock>
   int match(bool tagged, fi_addr_t src, size_t size, uint64_t tag, fi_peer_rx_entry** e) noexcept;

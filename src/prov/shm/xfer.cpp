@@ -3,6 +3,7 @@
 // acknowledgement, and the segmented copy through bounce segments where the
 // kernel refuses single copy (protocols in proto.hpp).
 #include "core/log.hpp"
+#include "prov/shm/iov.hpp"
 #include "prov/shm/shm.hpp"
 
 #include <sys/uio.h>
@@ -15,88 +16,10 @@ namespace weft::shm {
 
 namespace {
 
-// Copies `len` bytes from `src` to offset `off` of an iovec list, clipped to
-// its capacity.
-void scatter(const iovec* iov, size_t count, uint64_t off, const std::byte* src, uint64_t len) {
-  for (size_t i = 0; i < count && len; ++i) {
-    if (off >= iov[i].iov_len) {
-      off -= iov[i].iov_len;
-      continue;
-    }
-    size_t n = std::min<uint64_t>(len, iov[i].iov_len - off);
-    std::memcpy(static_cast<std::byte*>(iov[i].iov_base) + off, src, n);
-    src += n;
-    len -= n;
-    off = 0;
-  }
-}
-
-// Copies `len` bytes from offset `off` of an iovec list to `dst`.
-void gather(const iovec* iov, size_t count, uint64_t off, std::byte* dst, uint64_t len) {
-  for (size_t i = 0; i < count && len; ++i) {
-    if (off >= iov[i].iov_len) {
-      off -= iov[i].iov_len;
-      continue;
-    }
-    size_t n = std::min<uint64_t>(len, iov[i].iov_len - off);
-    std::memcpy(dst, static_cast<const std::byte*>(iov[i].iov_base) + off, n);
-    dst += n;
-    len -= n;
-    off = 0;
-  }
-}
-
 uint64_t capacity(const fi_peer_rx_entry* e) noexcept {
   uint64_t n = 0;
   for (size_t i = 0; i < e->count; ++i) n += e->iov[i].iov_len;
   return n;
-}
-
-// An iovec list with a cursor, for a transfer the kernel may do in parts.
-struct iov_cursor {
-  iovec v[max_iov];
-  size_t n = 0, i = 0;
-  // The first `limit` bytes of `src`.
-  void init(const iovec* src, size_t count, uint64_t limit) {
-    for (size_t k = 0; k < count && limit; ++k) {
-      size_t len = std::min<uint64_t>(src[k].iov_len, limit);
-      if (len) v[n++] = {src[k].iov_base, len};
-      limit -= len;
-    }
-  }
-  void advance(size_t bytes) {
-    while (bytes && i < n) {
-      size_t take = std::min(bytes, v[i].iov_len);
-      v[i].iov_base = static_cast<std::byte*>(v[i].iov_base) + take;
-      v[i].iov_len -= take;
-      bytes -= take;
-      if (!v[i].iov_len) ++i;
-    }
-  }
-};
-
-// Reads `len` bytes of the sender's buffers into ours: 0 or an errno.
-int cma_read(pid_t pid, const proto::rts_iov* riov, uint32_t rcount, const iovec* liov,
-             size_t lcount, uint64_t len) noexcept {
-  iovec remote[max_iov];
-  for (uint32_t k = 0; k < rcount; ++k)
-    remote[k] = {reinterpret_cast<void*>(riov[k].addr), static_cast<size_t>(riov[k].len)};
-  iov_cursor l, r;
-  l.init(liov, lcount, len);
-  r.init(remote, rcount, len);
-  uint64_t done = 0;
-  while (done < len) {
-    ssize_t got = ::process_vm_readv(pid, l.v + l.i, l.n - l.i, r.v + r.i, r.n - r.i, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (got == 0) return EFAULT;  // nothing more can be read
-    done += static_cast<uint64_t>(got);
-    l.advance(static_cast<size_t>(got));
-    r.advance(static_cast<size_t>(got));
-  }
-  return 0;
 }
 
 }  // namespace
@@ -119,35 +42,39 @@ bool endpoint::use_cma(conn& c) noexcept {
   return !why;
 }
 
-// ---- acknowledgements ---------------------------------------------------------
+// ---- answers ---------------------------------------------------------------------
 
-template <class Lock>
-void endpoint::send_ack(conn* c, uint64_t token, uint64_t status) noexcept {
+void endpoint::send_reply(conn* c, uint16_t op, uint64_t token, uint64_t status, const iovec* iov,
+                          size_t count) noexcept {
   if (!c || c->dead) return;  // no one to tell
-  if (c->acks.empty()) {
-    msg_fields f{proto::op_ack, 0, token, status};
-    if (c->prod.try_send(f, nullptr, 0) == errc::ok) {
-      c->reg.ring_doorbell(c->ring);
-      return;
-    }
+  msg_fields f{op, 0, token, status};
+  if (c->replies.empty() && c->prod.try_sendv(f, iov, count) == errc::ok) {
+    c->reg.ring_doorbell(c->ring);
+    return;
   }
-  // Its ring is full: keep the order, retry from progress.
+  // Its ring is full: keep the order, retry from progress. (Never wait: the
+  // peer may be waiting for room in our ring just the same.)
   try {
-    c->acks.emplace_back(token, status);
+    size_t total = 0;
+    for (size_t i = 0; i < count; ++i) total += iov[i].iov_len;
+    conn::reply r{op, token, status, std::vector<std::byte>(total)};
+    gather(iov, count, 0, r.payload.data(), total);
+    c->replies.push_back(std::move(r));
     watch(*c);
   } catch (...) {
-    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "out of memory: acknowledgement to %s lost",
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "out of memory: an answer to %s is lost",
               c->reg.name().c_str());
   }
 }
 
-void endpoint::flush_acks(conn& c) noexcept {
+void endpoint::flush_replies(conn& c) noexcept {
   bool sent = false;
-  while (!c.acks.empty()) {
-    auto [token, status] = c.acks.front();
-    msg_fields f{proto::op_ack, 0, token, status};
-    if (c.prod.try_send(f, nullptr, 0) != errc::ok) break;
-    c.acks.pop_front();
+  while (!c.replies.empty()) {
+    auto& r = c.replies.front();
+    msg_fields f{r.op, 0, r.token, r.status};
+    iovec one{r.payload.data(), r.payload.size()};
+    if (c.prod.try_sendv(f, &one, one.iov_len ? 1 : 0) != errc::ok) break;
+    c.replies.pop_front();
     sent = true;
   }
   if (sent) c.reg.ring_doorbell(c.ring);
@@ -166,7 +93,7 @@ void endpoint::pull(fi_peer_rx_entry* e, const cma_rec& r) noexcept {
     return;
   }
   uint64_t len = std::min(capacity(e), r.total);
-  int rc = len ? cma_read(r.pid, r.iov, r.count, e->iov, e->count, len) : 0;
+  int rc = len ? cma_copy(r.pid, false, r.iov, r.count, e->iov, e->count, len) : 0;
   if (rc == EPERM || rc == EACCES || rc == ENOSYS) {
     // Refused after all: the sender streams it through bounce segments.
     WEFT_INFO(&provider(), FI_LOG_EP_DATA,
@@ -237,7 +164,16 @@ void endpoint::pump_bounce(conn& c) noexcept {
     c.seg_owner[s] = nullptr;
     c.watch_ns = util::now_ns();
     t->consumed += c.seg_bytes[s];
-    if (t->state == tx_entry::draining && t->consumed == t->total) complete_tx<Lock>(t, 0);
+    if (t->state == tx_entry::draining && t->consumed == t->total) {
+      // A send is complete once received; a write waits for the target's
+      // answer (it may have come already), which says whether it landed.
+      if (t->kind != tx_entry::write)
+        complete_tx<Lock>(t, 0);
+      else if (t->acked)
+        complete_tx<Lock>(t, static_cast<int>(t->ack_status));
+      else
+        t->state = tx_entry::wait_ack;
+    }
   }
   bool wrote = false;
   while (tx_entry* t = c.queue_head) {
@@ -281,21 +217,28 @@ void endpoint::poll_bounce(inbound& in) noexcept {
                            [&](const rx_xfer* x) { return x->token == token; });
     if (it == in.xfers.end()) continue;  // its header is still in the ring
     rx_xfer* x = *it;
-    if (bytes > proto::bounce_segment_bytes || off > x->total || bytes > x->total - off ||
-        bytes > x->total - x->received) {
+    bool corrupt = bytes > proto::bounce_segment_bytes || off > x->total ||
+                   bytes > x->total - off || bytes > x->total - x->received;
+    if (corrupt) {
       WEFT_WARN(&provider(), FI_LOG_EP_DATA, "shm sender pid %u: corrupt bounce chunk", in.id.pid);
       x->err = FI_EIO;
-    } else if (!x->err) {
-      const std::byte* src = region_.bounce_segment(in.ring, s);
-      if (x->staging)
-        std::memcpy(x->staging + off, src, bytes);
-      else if (x->matched && x->entry)
-        scatter(x->entry->iov, x->entry->count, off, src, bytes);
+    } else {
+      // A failed transfer (no memory to stage it, a refused RMA target) is
+      // still drained to its end, so that the sender can finish.
+      if (!x->err) {
+        const std::byte* src = region_.bounce_segment(in.ring, s);
+        if (x->staging)
+          std::memcpy(x->staging + off, src, bytes);
+        else if (x->rma != rx_xfer::none)
+          scatter(x->dst, x->dst_count, off, src, bytes);
+        else if (x->matched && x->entry)
+          scatter(x->entry->iov, x->entry->count, off, src, bytes);
+      }
       x->received += bytes;
     }
     state.store(0, std::memory_order_release);
     in.watch_ns = util::now_ns();
-    if (x->err || x->received == x->total) {
+    if (corrupt || x->received == x->total) {
       x->done = true;
       finish_xfer<Lock>(x);
     }
@@ -313,6 +256,23 @@ void endpoint::finish_xfer(rx_xfer* x) noexcept {
     delete x;
     return;
   }
+  if (x->rma == rx_xfer::read_result) {
+    // Unless the read already failed with its peer (fail_conn).
+    if (tx_of(x->read_token) == x->read) complete_tx<Lock>(x->read, x->err);
+    delete x;
+    return;
+  }
+  if (x->rma == rx_xfer::write_target) {
+    if (!x->err) remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, x->req_flags, x->cq_data, x->src);
+    // A sender that died is not answered; any other outcome is.
+    if (x->err != FI_ECONNRESET) {
+      errc ignored;
+      send_ack<Lock>(conn_to(x->id, ignored), x->token,
+                     x->err ? static_cast<uint64_t>(x->err) : proto::ack_done);
+    }
+    delete x;
+    return;
+  }
   if (!x->matched) return;  // staged; start_* finishes it
   fi_peer_rx_entry* e = x->entry;
   uint64_t len = std::min(capacity(e), x->total);
@@ -323,7 +283,6 @@ void endpoint::finish_xfer(rx_xfer* x) noexcept {
 }
 
 #define WEFT_SHM_INSTANTIATE(L)                                              \
-  template void endpoint::send_ack<L>(conn*, uint64_t, uint64_t) noexcept;   \
   template void endpoint::pull<L>(fi_peer_rx_entry*, const cma_rec&) noexcept; \
   template void endpoint::pump_bounce<L>(conn&) noexcept;                    \
   template void endpoint::poll_bounce<L>(inbound&) noexcept;                 \

@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: MIT
+// weft — conformance for RMA and atomics (fi_rma(3), fi_atomic(3)) between
+// two endpoints: data checked byte for byte, every call form, remote CQ
+// data, counters, and a target that refuses a bad key or range with an
+// error completion at the initiator while its memory stays untouched.
+// Providers without FI_RMA / FI_ATOMIC skip.
+#include "fixture.hpp"
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_rma.h>
+
+#include <cstring>
+#include <vector>
+
+namespace conformance {
+namespace {
+
+inline char pattern(size_t i, unsigned seed) {
+  return static_cast<char>((i * 131 + seed * 7 + (i >> 12)) & 0xff);
+}
+
+class rma : public provider_test {
+ protected:
+  uint64_t extra_caps() const override {
+    return FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  }
+  void adjust_hints(fi_info* h) const override { h->domain_attr->cq_data_size = 8; }
+  void SetUp() override {
+    provider_test::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (info->ep_attr->type != FI_EP_RDM) GTEST_SKIP() << "reliable endpoints only";
+    cq = open_cq(FI_CQ_FORMAT_DATA, FI_WAIT_NONE, 256);
+    open_av();
+    a = open_ep(cq, &fa);
+    b = open_ep(cq, &fb);
+    ASSERT_TRUE(a && b);
+    virt = info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
+    prov_key = info->domain_attr->mr_mode & FI_MR_PROV_KEY;
+  }
+  void TearDown() override {
+    for (fid_mr* m : mrs) EXPECT_EQ(fi_close(&m->fid), 0);
+    provider_test::TearDown();
+  }
+  // Registers `len` bytes at `buf` with `access`; returns the key and the
+  // RMA address of its first byte.
+  uint64_t reg(void* buf, size_t len, uint64_t access, uint64_t* base, uint64_t want_key) {
+    fid_mr* m = nullptr;
+    EXPECT_EQ(fi_mr_reg(domain, buf, len, access, 0, want_key, 0, &m, nullptr), 0);
+    if (!m) return 0;
+    mrs.push_back(m);
+    *base = virt ? reinterpret_cast<uint64_t>(buf) : 0;
+    return fi_mr_key(m);
+  }
+  // Drives both endpoints until the completion of `ctx`; its entry or error.
+  ssize_t wait_for(void* ctx, fi_cq_err_entry* err = nullptr) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      fi_cq_data_entry e;
+      ssize_t n = fi_cq_read(cq, &e, 1);
+      if (n == 1) {
+        if (e.op_context == ctx) return last = e, 1;
+        other.push_back(e);
+      } else if (n == -FI_EAVAIL) {
+        fi_cq_err_entry ee{};
+        EXPECT_EQ(fi_cq_readerr(cq, &ee, 0), 1);
+        if (err) *err = ee;
+        if (ee.op_context == ctx) return -FI_EAVAIL;
+        ADD_FAILURE() << "error " << ee.err << " for another operation";
+      } else if (n != -FI_EAGAIN) {
+        return n;
+      }
+    }
+    return -FI_ETIMEDOUT;
+  }
+
+  fid_cq* cq = nullptr;
+  fid_ep *a = nullptr, *b = nullptr;
+  fi_addr_t fa = FI_ADDR_UNSPEC, fb = FI_ADDR_UNSPEC;
+  bool virt = false, prov_key = false;
+  std::vector<fid_mr*> mrs;
+  fi_cq_data_entry last{};
+  std::vector<fi_cq_data_entry> other;
+};
+
+TEST_P(rma, write_then_read_back_every_size) {
+  for (size_t len : {size_t{0}, size_t{1}, size_t{8}, size_t{4096}, size_t{4097},
+                     size_t{65536 + 3}, size_t{1} << 21}) {
+    SCOPED_TRACE(len);
+    std::vector<char> target(len + 64, 0), src(len), back(len, 0);
+    for (size_t i = 0; i < len; ++i) src[i] = pattern(i, static_cast<unsigned>(len));
+    uint64_t base;
+    uint64_t key = reg(target.data(), target.size(), FI_REMOTE_WRITE | FI_REMOTE_READ, &base,
+                       len + 100);
+    fi_context ctx;
+    ssize_t r;
+    do r = fi_write(a, src.data(), len, nullptr, fb, base + 32, key, &ctx);
+    while (r == -FI_EAGAIN && (fi_cq_read(cq, nullptr, 0), true));
+    ASSERT_EQ(r, 0);
+    ASSERT_EQ(wait_for(&ctx), 1);
+    EXPECT_EQ(last.flags, FI_RMA | FI_WRITE);
+    EXPECT_EQ(std::memcmp(target.data() + 32, src.data(), len), 0);
+    for (size_t i = 0; i < 32; ++i) ASSERT_EQ(target[i], 0);
+    for (size_t i = 32 + len; i < target.size(); ++i) ASSERT_EQ(target[i], 0);
+    do r = fi_read(a, back.data(), len, nullptr, fb, base + 32, key, &ctx);
+    while (r == -FI_EAGAIN && (fi_cq_read(cq, nullptr, 0), true));
+    ASSERT_EQ(r, 0);
+    ASSERT_EQ(wait_for(&ctx), 1);
+    EXPECT_EQ(last.flags, FI_RMA | FI_READ);
+    EXPECT_EQ(std::memcmp(back.data(), src.data(), len), 0);
+  }
+}
+
+TEST_P(rma, vectors_on_both_sides) {
+  std::vector<char> t1(3000, 0), t2(9000, 0), s1(5000), s2(7000), r1(7000), r2(5000);
+  for (size_t i = 0; i < s1.size(); ++i) s1[i] = pattern(i, 1);
+  for (size_t i = 0; i < s2.size(); ++i) s2[i] = pattern(i, 2);
+  uint64_t b1, b2;
+  uint64_t k1 = reg(t1.data(), t1.size(), FI_REMOTE_WRITE | FI_REMOTE_READ, &b1, 11);
+  uint64_t k2 = reg(t2.data(), t2.size(), FI_REMOTE_WRITE | FI_REMOTE_READ, &b2, 12);
+  iovec iov[2] = {{s1.data(), s1.size()}, {s2.data(), s2.size()}};
+  fi_rma_iov rv[2] = {{b1, 3000, k1}, {b2, 9000, k2}};
+  fi_context ctx;
+  fi_msg_rma m{iov, nullptr, 2, fb, rv, 2, &ctx, 0};
+  ASSERT_EQ(fi_writemsg(a, &m, FI_COMPLETION), 0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  std::vector<char> all(s1);
+  all.insert(all.end(), s2.begin(), s2.end());
+  EXPECT_EQ(std::memcmp(t1.data(), all.data(), 3000), 0);
+  EXPECT_EQ(std::memcmp(t2.data(), all.data() + 3000, 9000), 0);
+  iovec riov[2] = {{r1.data(), r1.size()}, {r2.data(), r2.size()}};
+  fi_msg_rma rm{riov, nullptr, 2, fb, rv, 2, &ctx, 0};
+  ASSERT_EQ(fi_readmsg(a, &rm, FI_COMPLETION), 0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  EXPECT_EQ(std::memcmp(r1.data(), all.data(), 7000), 0);
+  EXPECT_EQ(std::memcmp(r2.data(), all.data() + 7000, 5000), 0);
+}
+
+TEST_P(rma, writedata_reaches_the_target_cq_without_a_receive) {
+  std::vector<char> target(64, 0);
+  uint64_t base;
+  uint64_t key = reg(target.data(), target.size(), FI_REMOTE_WRITE, &base, 7);
+  const char msg[] = "remote";
+  fi_context ctx;
+  ASSERT_EQ(fi_writedata(a, msg, sizeof msg, nullptr, 0xabcdef, fb, base, key, &ctx), 0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  // The target's completion (no receive was posted).
+  fi_cq_data_entry e;
+  bool seen = false;
+  for (auto& o : other)
+    if (o.flags & FI_REMOTE_CQ_DATA) e = o, seen = true;
+  for (int i = 0; i < 1000 && !seen; ++i)
+    if (fi_cq_read(cq, &e, 1) == 1) seen = true;
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(e.data, 0xabcdefu);
+  EXPECT_EQ(e.flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
+  EXPECT_EQ(e.op_context, nullptr);
+  EXPECT_STREQ(target.data(), msg);
+}
+
+TEST_P(rma, bad_key_and_range_fail_and_leave_memory_untouched) {
+  std::vector<char> target(4096, 0x5a);
+  uint64_t base;
+  uint64_t key = reg(target.data(), target.size(), FI_REMOTE_WRITE | FI_REMOTE_READ, &base, 9);
+  std::vector<char> src(8192, 1);
+  fi_context ctx;
+  fi_cq_err_entry err{};
+  // Unknown key, small and large.
+  for (size_t len : {size_t{16}, size_t{8192}}) {
+    ASSERT_EQ(fi_write(a, src.data(), len, nullptr, fb, base, key + 1000, &ctx), 0);
+    ASSERT_EQ(wait_for(&ctx, &err), -FI_EAVAIL);
+    EXPECT_EQ(err.err, FI_EACCES);
+  }
+  // One byte past the end; a range starting past it; a read of it.
+  ASSERT_EQ(fi_write(a, src.data(), 17, nullptr, fb, base + 4080, key, &ctx), 0);
+  ASSERT_EQ(wait_for(&ctx, &err), -FI_EAVAIL);
+  EXPECT_EQ(err.err, FI_EACCES);
+  ASSERT_EQ(fi_write(a, src.data(), 8192, nullptr, fb, base + 4096, key, &ctx), 0);
+  ASSERT_EQ(wait_for(&ctx, &err), -FI_EAVAIL);
+  ASSERT_EQ(fi_read(a, src.data(), 4097, nullptr, fb, base, key, &ctx), 0);
+  ASSERT_EQ(wait_for(&ctx, &err), -FI_EAVAIL);
+  for (char c : target) ASSERT_EQ(c, 0x5a);
+  // Rights: a read-only region refuses writes.
+  std::vector<char> ro(64, 3);
+  uint64_t rbase;
+  uint64_t rkey = reg(ro.data(), ro.size(), FI_REMOTE_READ, &rbase, 10);
+  ASSERT_EQ(fi_write(a, src.data(), 8, nullptr, fb, rbase, rkey, &ctx), 0);
+  ASSERT_EQ(wait_for(&ctx, &err), -FI_EAVAIL);
+  EXPECT_EQ(err.err, FI_EACCES);
+  EXPECT_EQ(ro[0], 3);
+  // The endpoint still works afterwards.
+  ASSERT_EQ(fi_write(a, src.data(), 8, nullptr, fb, base, key, &ctx), 0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  EXPECT_EQ(target[0], 1);
+}
+
+TEST_P(rma, inject_write_and_counters) {
+  fid_cntr *wc = nullptr, *rc = nullptr, *rwc = nullptr;
+  fi_cntr_attr ca{};
+  ca.events = FI_CNTR_EVENTS_COMP;
+  ASSERT_EQ(fi_cntr_open(domain, &ca, &wc, nullptr), 0);
+  ASSERT_EQ(fi_cntr_open(domain, &ca, &rc, nullptr), 0);
+  ASSERT_EQ(fi_cntr_open(domain, &ca, &rwc, nullptr), 0);
+  // Counters bind before enable: a fresh pair of endpoints.
+  fid_ep *x = nullptr, *y = nullptr;
+  ASSERT_EQ(fi_endpoint(domain, info, &x, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(domain, info, &y, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(x, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_ep_bind(y, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_ep_bind(x, &wc->fid, FI_WRITE), 0);
+  ASSERT_EQ(fi_ep_bind(x, &rc->fid, FI_READ), 0);
+  ASSERT_EQ(fi_ep_bind(y, &rwc->fid, FI_REMOTE_WRITE), 0);
+  ASSERT_EQ(fi_ep_bind(x, &av->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(y, &av->fid, 0), 0);
+  ASSERT_EQ(fi_enable(x), 0);
+  ASSERT_EQ(fi_enable(y), 0);
+  char name[128];
+  size_t len = sizeof name;
+  ASSERT_EQ(fi_getname(&y->fid, name, &len), 0);
+  fi_addr_t fy;
+  ASSERT_EQ(fi_av_insert(av, name, 1, &fy, 0, nullptr), 1);
+  std::vector<uint64_t> target(16, 0);
+  uint64_t base;
+  uint64_t key = reg(target.data(), target.size() * 8, FI_REMOTE_WRITE | FI_REMOTE_READ, &base, 77);
+  for (uint64_t i = 0; i < 16; ++i) {
+    ssize_t r;
+    do r = fi_inject_write(x, &i, 8, fy, base + i * 8, key);
+    while (r == -FI_EAGAIN && (fi_cq_read(cq, nullptr, 0), true));
+    ASSERT_EQ(r, 0);
+  }
+  EXPECT_EQ(wait_count(rwc, 16), 16u);
+  for (uint64_t i = 0; i < 16; ++i) EXPECT_EQ(target[i], i);
+  EXPECT_EQ(wait_count(wc, 16), 16u);
+  uint64_t got = 0;
+  ASSERT_EQ(fi_read(x, &got, 8, nullptr, fy, base + 40, key, nullptr), 0);
+  // Manual progress: the target serves the read when its CQ is read.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (fi_cntr_read(rc) < 1 && std::chrono::steady_clock::now() < deadline) {
+    fi_cq_data_entry e;
+    if (fi_cq_read(cq, &e, 1) == 1) other.push_back(e);
+  }
+  EXPECT_EQ(fi_cntr_read(rc), 1u);
+  EXPECT_EQ(got, 5u);
+  EXPECT_EQ(fi_close(&x->fid), 0);
+  EXPECT_EQ(fi_close(&y->fid), 0);
+  for (fid_cntr* c : {wc, rc, rwc}) EXPECT_EQ(fi_close(&c->fid), 0);
+}
+
+TEST_P(rma, atomics_fetch_add_and_compare_swap) {
+  std::vector<int64_t> target(8, 10);
+  uint64_t base;
+  uint64_t key =
+      reg(target.data(), target.size() * 8, FI_REMOTE_WRITE | FI_REMOTE_READ, &base, 55);
+  fi_context ctx;
+  int64_t add[2] = {5, -20}, prior[2] = {0, 0};
+  ASSERT_EQ(fi_fetch_atomic(a, add, 2, nullptr, prior, nullptr, fb, base + 8, key, FI_INT64,
+                            FI_SUM, &ctx),
+            0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  EXPECT_EQ(last.flags, FI_ATOMIC | FI_READ);
+  EXPECT_EQ(prior[0], 10);
+  EXPECT_EQ(prior[1], 10);
+  EXPECT_EQ(target[1], 15);
+  EXPECT_EQ(target[2], -10);
+  int64_t swap = 99, cmp = 15, old = 0;
+  ASSERT_EQ(fi_compare_atomic(a, &swap, 1, nullptr, &cmp, nullptr, &old, nullptr, fb, base + 8,
+                              key, FI_INT64, FI_CSWAP, &ctx),
+            0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  EXPECT_EQ(old, 15);
+  EXPECT_EQ(target[1], 99);
+  double d = 2.5;
+  ASSERT_EQ(fi_atomic(a, &d, 1, nullptr, fb, base + 24, key, FI_DOUBLE, FI_ATOMIC_WRITE, &ctx), 0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  EXPECT_EQ(last.flags, FI_ATOMIC | FI_WRITE);
+  double dv;
+  std::memcpy(&dv, &target[3], 8);
+  EXPECT_EQ(dv, 2.5);
+  // Read-only atomic, then a bad key.
+  int64_t cur = 0;
+  ASSERT_EQ(fi_fetch_atomic(a, nullptr, 1, nullptr, &cur, nullptr, fb, base, key, FI_INT64,
+                            FI_ATOMIC_READ, &ctx),
+            0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  EXPECT_EQ(cur, 10);
+  fi_cq_err_entry err{};
+  ASSERT_EQ(fi_atomic(a, add, 1, nullptr, fb, base, key ^ 0xffff, FI_INT64, FI_SUM, &ctx), 0);
+  ASSERT_EQ(wait_for(&ctx, &err), -FI_EAVAIL);
+  EXPECT_EQ(err.err, FI_EACCES);
+  EXPECT_EQ(target[0], 10);
+}
+
+TEST_P(rma, atomic_valid_calls_and_query_agree) {
+  size_t count = 0;
+  EXPECT_EQ(fi_atomicvalid(a, FI_INT32, FI_SUM, &count), 0);
+  EXPECT_GE(count, 1u);
+  fi_atomic_attr attr{};
+  EXPECT_EQ(fi_query_atomic(domain, FI_INT32, FI_SUM, &attr, 0), 0);
+  EXPECT_EQ(attr.size, 4u);
+  EXPECT_EQ(attr.count, count);
+  EXPECT_EQ(fi_compare_atomicvalid(a, FI_INT32, FI_SUM, &count), -FI_EOPNOTSUPP);
+  EXPECT_EQ(fi_fetch_atomicvalid(a, FI_FLOAT_COMPLEX, FI_MIN, &count), -FI_EOPNOTSUPP);
+  EXPECT_EQ(fi_compare_atomicvalid(a, FI_UINT64, FI_MSWAP, &count), 0);
+  EXPECT_EQ(fi_query_atomic(domain, FI_UINT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC), 0);
+  EXPECT_EQ(fi_query_atomic(domain, FI_UINT64, FI_CSWAP, &attr, 0), -FI_EOPNOTSUPP);
+}
+
+INSTANTIATE_TEST_SUITE_P(all, rma, testing::ValuesIn(all_configs), config_name);
+
+}  // namespace
+}  // namespace conformance
