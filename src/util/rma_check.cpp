@@ -154,4 +154,13 @@ errc check_atomic(const fi_provider* prov, const atomic_request& r, const rma_li
   return errc::ok;
 }
 
+int query_atomic_logged(const fi_provider* prov, int datatype, int op, fi_atomic_attr* attr,
+                        uint64_t flags, size_t max_bytes) noexcept {
+  int rc = query_atomic(op, datatype, flags, max_bytes, attr);
+  if (rc)
+    WEFT_WARN(prov, FI_LOG_DOMAIN, "fi_query_atomic: op %d on datatype %d (flags 0x%llx): %s", op,
+              datatype, static_cast<unsigned long long>(flags), fi_strerror(-rc));
+  return rc;
+}
+
 }  // namespace weft::util

@@ -86,6 +86,10 @@ errc check_rma(const fi_provider* prov, const rma_request& r, const rma_limits& 
 // atomic_bytes (inject_size with FI_INJECT). ok with *count (elements) set.
 errc check_atomic(const fi_provider* prov, const atomic_request& r, const rma_limits& l,
                   size_t* count) noexcept;
+// fi_query_atomic for a provider whose atomics carry at most `max_bytes`
+// of operands: util::query_atomic, with the refusal logged.
+int query_atomic_logged(const fi_provider* prov, int datatype, int op, fi_atomic_attr* attr,
+                        uint64_t flags, size_t max_bytes) noexcept;
 
 template <class Ep, class Lock>
 struct rma_ops {

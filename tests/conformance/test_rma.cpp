@@ -227,18 +227,22 @@ TEST_P(rma, inject_write_and_counters) {
     while (r == -FI_EAGAIN && (fi_cq_read(cq, nullptr, 0), true));
     ASSERT_EQ(r, 0);
   }
-  EXPECT_EQ(wait_count(rwc, 16), 16u);
+  // Manual progress: both sides are driven (the initiator may still have
+  // to connect), through the CQ they share.
+  auto drive_until = [&](fid_cntr* c, uint64_t n) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (fi_cntr_read(c) < n && std::chrono::steady_clock::now() < deadline) {
+      fi_cq_data_entry e;
+      if (fi_cq_read(cq, &e, 1) == 1) other.push_back(e);
+    }
+    return fi_cntr_read(c);
+  };
+  EXPECT_EQ(drive_until(rwc, 16), 16u);
   for (uint64_t i = 0; i < 16; ++i) EXPECT_EQ(target[i], i);
   EXPECT_EQ(wait_count(wc, 16), 16u);
   uint64_t got = 0;
   ASSERT_EQ(fi_read(x, &got, 8, nullptr, fy, base + 40, key, nullptr), 0);
-  // Manual progress: the target serves the read when its CQ is read.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (fi_cntr_read(rc) < 1 && std::chrono::steady_clock::now() < deadline) {
-    fi_cq_data_entry e;
-    if (fi_cq_read(cq, &e, 1) == 1) other.push_back(e);
-  }
-  EXPECT_EQ(fi_cntr_read(rc), 1u);
+  EXPECT_EQ(drive_until(rc, 1), 1u);
   EXPECT_EQ(got, 5u);
   EXPECT_EQ(fi_close(&x->fid), 0);
   EXPECT_EQ(fi_close(&y->fid), 0);

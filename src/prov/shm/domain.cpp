@@ -166,11 +166,8 @@ namespace {
 
 int query_atomic(util::domain&, int datatype, int op, fi_atomic_attr* attr,
                  uint64_t flags) noexcept {
-  int rc = util::query_atomic(op, datatype, flags, proto::atomic_max_bytes, attr);
-  if (rc)
-    WEFT_WARN(&provider(), FI_LOG_DOMAIN, "fi_query_atomic: op %d on datatype %d (flags 0x%llx): %s",
-              op, datatype, static_cast<unsigned long long>(flags), fi_strerror(-rc));
-  return rc;
+  return util::query_atomic_logged(&provider(), datatype, op, attr, flags,
+                                   proto::atomic_max_bytes);
 }
 
 }  // namespace

@@ -12,8 +12,10 @@ namespace weft::tcp {
 
 namespace {
 
-constexpr uint64_t tx_caps = FI_MSG | FI_TAGGED | FI_SEND;
-constexpr uint64_t msg_rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV;
+constexpr uint64_t tx_caps =
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE;
+constexpr uint64_t msg_rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_RMA |
+                                 FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
 constexpr uint64_t rdm_rx_caps = msg_rx_caps | FI_DIRECTED_RECV | FI_SOURCE;
 
 fi_tx_attr tx = {
@@ -25,7 +27,7 @@ fi_tx_attr tx = {
     .inject_size = inject_size,
     .size = default_queue_size,
     .iov_limit = max_iov,
-    .rma_iov_limit = 0,
+    .rma_iov_limit = proto::max_rma_iov,
     .tclass = 0,
 };
 
@@ -46,6 +48,13 @@ fi_rx_attr rdm_rx = [] {
   return r;
 }();
 
+// All 64 tag bits match, under any ignore mask: fi_endpoint(3) reads the
+// format as fields, and alternating 1 and 0 bits make every bit a field of
+// its own. A leading 0 bit would say the top bit is ignored; 0 says no tag
+// bits at all, and applications size their tags from it (Open MPI's OFI mtl
+// refuses a provider with 0).
+constexpr uint64_t any_tag_bits = 0xaaaaaaaaaaaaaaaaULL;
+
 fi_ep_attr msg_ep = {
     .type = FI_EP_MSG,
     .protocol = FI_PROTO_SOCK_TCP,
@@ -55,7 +64,7 @@ fi_ep_attr msg_ep = {
     .max_order_raw_size = 0,
     .max_order_war_size = 0,
     .max_order_waw_size = 0,
-    .mem_tag_format = 0,
+    .mem_tag_format = any_tag_bits,
     .tx_ctx_cnt = 1,
     .rx_ctx_cnt = 1,
     .auth_key_size = 0,

@@ -147,6 +147,29 @@ void conn::push(tx_entry* t) noexcept {
   tx_tail_ = t;
 }
 
+void conn::await(tx_entry* t) noexcept {
+  t->next = nullptr;
+  if (awaiting_tail)
+    awaiting_tail->next = t;
+  else
+    awaiting = t;
+  awaiting_tail = t;
+}
+
+tx_entry* conn::answered(uint32_t id) noexcept {
+  // Answers come in the order of their requests unless one failed early, so
+  // the head is the one almost always.
+  tx_entry* prev = nullptr;
+  for (tx_entry* t = awaiting; t; prev = t, t = t->next) {
+    if (t->msg_id != id) continue;
+    (prev ? prev->next : awaiting) = t->next;
+    if (awaiting_tail == t) awaiting_tail = prev;
+    t->next = nullptr;
+    return t;
+  }
+  return nullptr;
+}
+
 tx_entry* conn::take_queue() noexcept {
   tx_entry* q = tx_head_;
   tx_head_ = tx_tail_ = nullptr;

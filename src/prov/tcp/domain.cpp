@@ -31,6 +31,11 @@ const util::av_codec* codec_for(const util::domain& dom) {
   return util::ip_codec(dom.addr_format());
 }
 
+int query_atomic(util::domain&, int datatype, int op, fi_atomic_attr* attr,
+                 uint64_t flags) noexcept {
+  return util::query_atomic_logged(&provider(), datatype, op, attr, flags, atomic_max_bytes);
+}
+
 }  // namespace
 
 const util::fabric_hooks fabric_hooks = {
@@ -41,7 +46,7 @@ const util::fabric_hooks fabric_hooks = {
 const util::domain_hooks domain_hooks = {
     .endpoint = open_endpoint,
     .codec = codec_for,
-    .query_atomic = nullptr,
+    .query_atomic = query_atomic,
     .srx_ctx = nullptr,
 };
 

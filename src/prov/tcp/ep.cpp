@@ -123,7 +123,7 @@ endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
       timer_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
       txp_(info.tx_attr && info.tx_attr->size ? info.tx_attr->size : default_queue_size) {
   limits_.max_payload = static_cast<uint32_t>(max_msg_);
-  limits_.max_rma_iov = 1;
+  limits_.max_rma_iov = proto::max_rma_iov;
   util::srx_attr a;
   a.prov = &provider();
   a.threading = dom.threading();
@@ -250,6 +250,12 @@ void endpoint::teardown() noexcept {
       if (c->rx_unexp) free_unexp<Lock>(static_cast<unexp_buf*>(e->peer_context));
       srx_->free_entry<Lock>(e);
     }
+    // Pool entries go with the pool; answers allocated beyond it are freed.
+    for (tx_entry* t = c->take_queue(); t;) {
+      tx_entry* n = t->next;
+      if (t->heap) put_tx(t);
+      t = n;
+    }
     close_fd(*c);
     delete c;
     c = next;
@@ -321,6 +327,13 @@ int endpoint::enable() {
     msg = const_cast<fi_ops_msg*>(rdm ? msg_table<Lock, true>() : msg_table<Lock, false>());
     tagged = const_cast<fi_ops_tagged*>(rdm ? tagged_table<Lock, true>()
                                             : tagged_table<Lock, false>());
+    // RMA and atomics only where the endpoint asked for them (fi_getinfo(3)
+    // caps): the others keep the -FI_ENOSYS tables.
+    if (caps_ & FI_RMA)
+      rma = const_cast<fi_ops_rma*>(rdm ? rma_table<Lock, true>() : rma_table<Lock, false>());
+    if (caps_ & FI_ATOMIC)
+      atomic = const_cast<fi_ops_atomic*>(rdm ? atomic_table<Lock, true>()
+                                              : atomic_table<Lock, false>());
   });
   enabled_ = true;
   return 0;

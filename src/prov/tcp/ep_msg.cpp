@@ -173,6 +173,7 @@ void endpoint::msg_lost(conn& c, int rx_err, bool graceful) noexcept {
     fail_tx<Lock>(t, FI_ECANCELED);
     t = next;
   }
+  fail_awaiting<Lock>(c, FI_ECANCELED);
   srx_->cancel_all<Lock>();
   cm_event(FI_SHUTDOWN, nullptr, 0);
   if (c.fd() >= 0) ::shutdown(c.fd(), SHUT_WR);
@@ -216,6 +217,7 @@ int endpoint::shutdown(uint64_t flags) {
       fail_tx<Lock>(t, FI_ECANCELED);
       t = next;
     }
+    fail_awaiting<Lock>(*c, FI_ECANCELED);
     srx_->cancel_all<Lock>();
     frame bye{};
     bye.op = proto::op::shutdown;

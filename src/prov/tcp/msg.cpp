@@ -222,7 +222,18 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
   bool tagged = flags & FI_TAGGED, with_data = flags & FI_REMOTE_CQ_DATA;
   proto::op op = tagged ? (with_data ? proto::op::tagged_data : proto::op::tagged)
                         : (with_data ? proto::op::msg_data : proto::op::msg);
-  size_t hl = build_msg_header(t->hdr, op, 0, static_cast<uint32_t>(len), 0, tag, data);
+  // Transmit and delivery complete: the send completes when the target says
+  // the message was processed (proto.hpp: flag_ack). Writing to the socket
+  // only makes it inject complete.
+  const bool acked = !(flags & no_completion) &&
+                     (flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
+  t->kind = acked ? tx_entry::request : tx_entry::send;
+  t->heap = false;
+  t->msg_id = acked ? c->next_id++ : 0;
+  t->dst_count = 0;
+  t->dst_len = 0;
+  size_t hl = build_msg_header(t->hdr, op, acked ? proto::flag_ack : 0,
+                               static_cast<uint32_t>(len), t->msg_id, tag, data);
   t->context = context;
   t->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
   t->complete = completion;
@@ -246,6 +257,9 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
     size_t off = 0;
     unsigned first = std::max<unsigned>(t->first, 1);
     for (unsigned i = first; i < t->count; ++i) {
+      // An empty iovec may have a null base (a 0-byte inject from NULL):
+      // memcpy must not see it, even for 0 bytes.
+      if (!t->iov[i].iov_len) continue;
       std::memcpy(t->inject + off, t->iov[i].iov_base, t->iov[i].iov_len);
       off += t->iov[i].iov_len;
     }
@@ -277,7 +291,11 @@ void endpoint::flush(conn& c) noexcept {
   conn::io st = c.flush(c.state == conn_state::connected, &done, &err);
   while (done) {
     tx_entry* next = done->next;
-    complete_tx<Lock>(done);
+    switch (done->kind) {
+      case tx_entry::send: complete_tx<Lock>(done); break;
+      case tx_entry::request: c.await(done); break;  // complete when answered
+      case tx_entry::response: put_tx(done); break;
+    }
     done = next;
   }
   if (st == conn::io::error) {
@@ -304,6 +322,18 @@ void endpoint::flush(conn& c) noexcept {
 
 // ---- completions ----
 
+namespace {
+
+// fi_cntr(3): sends count on the send counter, RMA reads and fetching
+// atomics on the read counter, RMA writes and other atomics on the write
+// counter.
+util::cntr* counter_of(const util::ep_bindings& b, uint64_t cq_flags) noexcept {
+  if (!(cq_flags & (FI_RMA | FI_ATOMIC))) return b.send_cntr.get();
+  return (cq_flags & FI_READ) ? b.read_cntr.get() : b.write_cntr.get();
+}
+
+}  // namespace
+
 template <class Lock>
 bool endpoint::complete_tx(tx_entry* t) noexcept {
   if (t->complete) {
@@ -322,13 +352,17 @@ bool endpoint::complete_tx(tx_entry* t) noexcept {
       return false;
     }
   }
-  if (util::cntr* c = bound_.send_cntr.get()) c->inc();
-  txp_.put(t);
+  if (util::cntr* c = counter_of(bound_, t->cq_flags)) c->inc();
+  put_tx(t);
   return true;
 }
 
 template <class Lock>
 void endpoint::fail_tx(tx_entry* t, int err) noexcept {
+  if (t->kind == tx_entry::response) {  // an answer of ours: no one to tell
+    put_tx(t);
+    return;
+  }
   util::cq* cq = bound_.tx_cq.get();
   if (cq && t->report) {
     fi_cq_err_entry e{};
@@ -341,8 +375,8 @@ void endpoint::fail_tx(tx_entry* t, int err) noexcept {
       WEFT_WARN(&provider(), FI_LOG_EP_DATA, "transmit CQ full: error %d for %p lost", err,
                 t->context);
   }
-  if (util::cntr* c = bound_.send_cntr.get()) c->inc_err();
-  txp_.put(t);
+  if (util::cntr* c = counter_of(bound_, t->cq_flags)) c->inc_err();
+  put_tx(t);
 }
 
 template <class Lock>
@@ -431,8 +465,8 @@ void endpoint::complete_deferred() noexcept {
     if (!bound_.tx_cq->write<Lock>(ce)) break;
     tx_deferred_head_ = t->next;
     if (!tx_deferred_head_) tx_deferred_tail_ = nullptr;
-    if (util::cntr* c = bound_.send_cntr.get()) c->inc();
-    txp_.put(t);
+    if (util::cntr* c = counter_of(bound_, t->cq_flags)) c->inc();
+    put_tx(t);
   }
   for (;;) {
     fi_peer_rx_entry* e;
@@ -459,7 +493,8 @@ void endpoint::complete_deferred() noexcept {
   template void endpoint::complete_deferred<L>() noexcept;                                     \
   template bool endpoint::finish_rx<L>(fi_peer_rx_entry*) noexcept;                            \
   template void endpoint::fail_rx<L>(fi_peer_rx_entry*, int) noexcept;                         \
-  template void endpoint::fail_tx<L>(tx_entry*, int) noexcept;
+  template void endpoint::fail_tx<L>(tx_entry*, int) noexcept;                                 \
+  template bool endpoint::complete_tx<L>(tx_entry*) noexcept;
 
 WEFT_TCP_INSTANTIATE(util::null_lock)
 WEFT_TCP_INSTANTIATE(util::mutex_lock)

@@ -22,6 +22,13 @@ bool is_message(proto::op op) noexcept {
          op == proto::op::tagged_data;
 }
 
+// RMA and atomic requests and every answer (rma.cpp).
+bool is_rma(proto::op op) noexcept {
+  auto v = static_cast<uint8_t>(op);
+  return (v >= 0x20 && v <= 0x22) || (v >= 0x30 && v <= 0x33) || op == proto::op::ack ||
+         op == proto::op::error;
+}
+
 }  // namespace
 
 template <class Lock>
@@ -134,6 +141,8 @@ bool endpoint::on_header(conn& c) noexcept {
     // After a shutdown whatever arrives is dropped.
   } else if (is_message(f.op)) {
     if (!on_message<Lock>(c)) return false;
+  } else if (is_rma(f.op)) {
+    if (!on_rma_header<Lock>(c)) return false;
   } else if (f.op == proto::op::cm_req || f.op == proto::op::cm_resp) {
     c.cm_len = static_cast<uint16_t>(f.payload_len);  // <= cm_data_max: the reader checked
     if (f.payload_len) {
@@ -156,8 +165,12 @@ bool endpoint::on_done(conn& c) noexcept {
   if (c.state == conn_state::draining) return true;
   if (is_message(f.op)) {
     message_done<Lock>(c);
+    // Delivery complete: the sender waits for this (proto.hpp).
+    if (f.flags & proto::flag_ack)
+      return answer<Lock>(c, proto::op::ack, f.msg_id, static_cast<uint8_t>(f.op), 0, nullptr, 0);
     return true;
   }
+  if (is_rma(f.op)) return on_rma_done<Lock>(c);
   switch (f.op) {
     case proto::op::hello:
       if (type_ == FI_EP_RDM) return on_hello<Lock>(c);

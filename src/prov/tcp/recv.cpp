@@ -26,7 +26,11 @@ size_t total_len(const iovec* iov, size_t count) noexcept {
 template <class Lock>
 bool endpoint::rx_blocked() noexcept {
   [[maybe_unused]] auto g = aux_guard<Lock>();
-  return deferred_head_ || unexp_bytes_ > cfg().unexp_limit;
+  if (deferred_head_ || unexp_bytes_ > cfg().unexp_limit) return true;
+  // No new frame while no answer could be queued for it, or while a remote
+  // CQ data completion could not be written.
+  util::cq* cq = bound_.rx_cq.get();
+  return heap_responses_ >= 4096 || (cq && !cq->has_room<Lock>());
 }
 
 // ---- unexpected buffers ----
@@ -123,6 +127,10 @@ bool endpoint::on_message(conn& c) noexcept {
 }
 
 void endpoint::next_target(conn& c) noexcept {
+  if (c.rx_rma) {
+    rma_next_target(c);
+    return;
+  }
   frame_reader& r = c.reader;
   size_t left = r.payload_left();
   if (!left) return;
@@ -204,6 +212,7 @@ void endpoint::fail_conn(conn& c, int err) noexcept {
     fail_tx<Lock>(t, err);
     t = next;
   }
+  fail_awaiting<Lock>(c, err);
   retire(c);
 }
 

@@ -27,6 +27,7 @@
 #include "util/fabric.hpp"
 #include "util/fd.hpp"
 #include "util/lock.hpp"
+#include "util/rma_ops.hpp"
 #include "util/srx.hpp"
 
 #include <rdma/fabric.h>
@@ -58,6 +59,14 @@ inline constexpr size_t inject_size = 128;
 inline constexpr size_t max_msg_size = size_t{64} << 20;
 inline constexpr size_t default_queue_size = 1024;
 inline constexpr size_t msg_hdr_max = 32;  // tagged_data: base + tag + cq_data
+// Operand bytes one atomic carries (and compare values, and prior values):
+// small enough that a target stages them in the connection and answers from
+// the transmit entry, with no allocation.
+inline constexpr size_t atomic_max_bytes = 256;
+// Frame iovecs of one transmit: the header, up to max_iov operands and
+// max_iov compare values (atomics), or up to 2 * max_iov pieces of
+// registered memory (a read response).
+inline constexpr size_t tx_max_iov = 1 + 2 * max_iov;
 
 // attr.cpp: the static capability templates and the check of an fi_info an
 // application passes to fi_domain / fi_endpoint / fi_passive_ep.
@@ -97,19 +106,32 @@ std::string describe(const sockaddr_storage& ss);
 
 // One transmit: a frame header and the payload's iovecs, written with
 // sendmsg and resumed where the kernel stopped. Pooled per endpoint.
+//
+// Most complete once written. A request that the target answers (an RMA,
+// an atomic, a send asking for delivery complete) then waits on its
+// connection's `awaiting` list for the answer with its msg_id; an answer we
+// send (kind response) is just returned to the pool.
 struct tx_entry {
+  enum kind_t : uint8_t { send, request, response };
   tx_entry* next;
   void* context;
-  uint64_t cq_flags;  // FI_SEND | FI_MSG or FI_TAGGED
+  uint64_t cq_flags;  // FI_SEND | FI_MSG or FI_TAGGED; FI_RMA/FI_ATOMIC | FI_READ/FI_WRITE
   size_t left;        // bytes of the frame not yet written
   uint8_t count;      // iovecs in use, the header first
   uint8_t first;      // the first iovec with bytes left
   bool complete;      // a CQ entry on success
   bool report;        // a CQ error entry on failure (not for fi_inject)
-  iovec iov[1 + max_iov];
-  alignas(8) std::byte hdr[msg_hdr_max];
-  alignas(8) std::byte inject[inject_size];
+  kind_t kind;
+  bool heap;          // a response allocated beyond the pool: deleted when written
+  uint8_t dst_count;  // request: where the answer's payload goes (read data, prior values)
+  uint32_t msg_id;    // request: the id its answer carries
+  uint64_t dst_len;   // bytes the answer must carry
+  iovec iov[tx_max_iov];
+  iovec dst[max_iov];
+  alignas(8) std::byte hdr[proto::max_hdr_v1];
+  alignas(8) std::byte inject[atomic_max_bytes];
 };
+static_assert(inject_size <= atomic_max_bytes);
 
 class tx_pool {
  public:
@@ -204,6 +226,22 @@ class conn {
   uint8_t rx_iov = 0;
   uint16_t cm_len = 0;  // private data of a cm frame being read
   uint8_t cm_data[proto::cm_data_max];
+  // Requests of ours waiting for their answers, in the order sent (answers
+  // come back in that order unless a target fails some early).
+  tx_entry* awaiting = nullptr;
+  tx_entry* awaiting_tail = nullptr;
+  uint32_t next_id = 1;
+  // The request or answer being received (rma_write, atomics, responses):
+  // the local ranges its payload goes to, and what to answer.
+  tx_entry* rx_answer = nullptr;  // a response frame of ours: its request
+  iovec rx_dst[proto::max_rma_iov * util::mr_iov_limit];
+  uint8_t rx_dst_n = 0, rx_dst_i = 0;
+  bool rx_rma = false;  // an rma_write / atomic / response is being received
+  int rx_err = 0;       // the request failed at the checks (FI_E*): answer so
+  alignas(16) std::byte atomic_in[2 * atomic_max_bytes];  // operands, compare values
+  void await(tx_entry* t) noexcept;
+  // The awaiting request with this id, unlinked; null if none.
+  tx_entry* answered(uint32_t id) noexcept;
   conn* next = nullptr;  // the owner's list of connections
   conn* prev = nullptr;
 
@@ -280,7 +318,15 @@ class pep : public util::fid_object<pep, fid_pep> {
 };
 
 // ---- the active endpoint (ep.cpp, ep_msg.cpp, ep_rdm.cpp, msg.cpp, recv.cpp,
-// progress.cpp) ----
+// progress.cpp, rma.cpp) ----
+
+// The variant of the data path chosen at fi_enable: lock policy and
+// endpoint type, one type so util::rma_ops can carry it as its `Lock`.
+template <class Lock, bool Rdm>
+struct ep_policy {
+  using lock = Lock;
+  static constexpr bool rdm = Rdm;
+};
 
 class endpoint : public util::endpoint_object<endpoint> {
  public:
@@ -338,6 +384,18 @@ class endpoint : public util::endpoint_object<endpoint> {
   uint64_t tx_op_flags() const noexcept { return tx_op_flags_; }
   uint64_t rx_op_flags() const noexcept { return rx_op_flags_; }
   const fi_provider* prov() const noexcept { return &provider(); }
+
+  // ---- RMA and atomics (rma.cpp). `P` is an ep_policy: the lock policy
+  // and the endpoint type, as util::rma_ops passes it through. ----
+  template <class P>
+  ssize_t post_rma(const util::rma_request& r) noexcept;
+  template <class P>
+  ssize_t post_atomic(const util::atomic_request& r) noexcept;
+  size_t atomic_max_bytes() const noexcept { return tcp::atomic_max_bytes; }
+  template <class Lock, bool Rdm>
+  static const fi_ops_rma* rma_table() noexcept;
+  template <class Lock, bool Rdm>
+  static const fi_ops_atomic* atomic_table() noexcept;
 
  private:
   friend class pep;
@@ -411,6 +469,33 @@ class endpoint : public util::endpoint_object<endpoint> {
   // with `err` and closes it; the cause is logged by the caller.
   template <class Lock>
   void fail_conn(conn& c, int err) noexcept;
+  // Fails every request of `c` still waiting for its answer.
+  template <class Lock>
+  void fail_awaiting(conn& c, int err) noexcept;
+
+  // ---- RMA and atomics, both sides (rma.cpp) ----
+  template <class Lock, bool Rdm>
+  conn* tx_conn(fi_addr_t dest, int* err) noexcept;
+  // Queues an initiator's request frame (header built in t->hdr) on `c`.
+  template <class Lock>
+  void post_request(conn& c, tx_entry* t) noexcept;
+  template <class Lock>
+  bool on_rma_header(conn& c) noexcept;
+  template <class Lock>
+  bool on_rma_done(conn& c) noexcept;
+  // An answer to a request of `c`'s peer: ack (err 0) or error frame, or a
+  // payload-carrying response of `op` from `iov`.
+  // `copy`: the payload is copied into the answer (at most atomic_max_bytes),
+  // else sent from where `iov` points.
+  template <class Lock>
+  bool answer(conn& c, proto::op op, uint32_t id, uint8_t req_op, int err, const iovec* iov,
+              size_t count, bool copy = false) noexcept;
+  template <class Lock>
+  void finish_request(tx_entry* t, int err) noexcept;
+  template <class Lock>
+  void remote_event(uint64_t kind_flags, uint16_t req_flags, uint64_t data, fi_addr_t src) noexcept;
+  tx_entry* take_response() noexcept;
+  void put_tx(tx_entry* t) noexcept;
 
   // ---- receiving (progress.cpp) ----
   template <class Lock>
@@ -471,6 +556,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   uint64_t timer_at_ = 0;  // the deadline the timer is armed for, 0: none
   frame_limits limits_;
   tx_pool txp_;
+  size_t heap_responses_ = 0;  // responses allocated beyond the pool
   std::unique_ptr<util::srx> srx_;
   fid_peer_srx* face_ = nullptr;
   util::mutex_lock lock_;
@@ -504,5 +590,7 @@ class endpoint : public util::endpoint_object<endpoint> {
 
 bool is_class_ep(const fid* f) noexcept;
 extern const fi_ops_cm ep_cm_ops;
+// The next piece of an RMA frame's payload (rma.cpp).
+void rma_next_target(conn& c) noexcept;
 
 }  // namespace weft::tcp

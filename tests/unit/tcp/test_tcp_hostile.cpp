@@ -117,21 +117,154 @@ TEST_F(hostile, a_message_before_hello_closes_the_connection) {
   still_works();
 }
 
-TEST_F(hostile, rma_is_not_accepted_yet) {
+// Reads frames until `want` arrived (or 5 s passed, or the stream ended).
+std::vector<frame> read_frames(raw_peer& p, const std::function<void()>& poll, size_t want,
+                               bool* ended) {
+  std::vector<frame> out;
+  frame_reader r;
+  char buf[4096];
+  *ended = false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (out.size() < want && std::chrono::steady_clock::now() < deadline) {
+    poll();
+    ssize_t n = ::recv(p.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+      *ended = true;
+      return out;
+    }
+    for (size_t off = 0; n > 0 && off < static_cast<size_t>(n);) {
+      auto res = r.feed(buf + off, n - off);
+      off += res.used;
+      if (res.st == frame_reader::status::header) {
+        out.push_back(r.current());
+        if (r.payload_left()) r.discard_rest();
+      }
+      if (res.st == frame_reader::status::error) return out;
+    }
+  }
+  return out;
+}
+
+TEST_F(hostile, rma_outside_any_registration_is_refused_and_the_connection_stays) {
+  std::vector<char> mem(16, 'm');
+  fid_mr* mr = nullptr;
+  ASSERT_EQ(fi_mr_reg(domain, mem.data(), mem.size(), FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 5, 0,
+                      &mr, nullptr),
+            0);
+  const uint64_t base =
+      (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(mem.data()) : 0;
   raw_peer p(name);
   p.hello();
   frame w{};
   w.op = proto::op::rma_write;
+  w.flags = proto::flag_ack;
+  w.msg_id = 7;
   w.iov_count = 1;
-  w.iov[0] = {0x1000, 4, 1};
+  w.iov[0] = {base, 4, 99};  // no such key
   w.payload_len = 4;
-  p.frame_out(w, "data", 4);
+  p.frame_out(w, "evil", 4);
+  w.msg_id = 8;
+  w.iov[0] = {base + 14, 4, 5};  // two bytes past the end
+  p.frame_out(w, "evil", 4);
+  w.msg_id = 9;
+  w.iov[0] = {base + 4, 4, 5};  // inside: placed and acknowledged
+  p.frame_out(w, "good", 4);
+  frame r{};
+  r.op = proto::op::rma_read_req;
+  r.msg_id = 10;
+  r.iov_count = 1;
+  r.iov[0] = {base, 17, 5};
+  p.frame_out(r);
+  frame a{};
+  a.op = proto::op::atomic_write;
+  a.flags = proto::flag_ack;
+  a.msg_id = 11;
+  a.datatype = FI_FLOAT16;  // a datatype weft does not execute
+  a.atomic_op = FI_SUM;
+  a.atomic_count = 1;
+  a.iov_count = 1;
+  a.iov[0] = {base, 2, 5};
+  a.payload_len = 2;
+  p.frame_out(a, "xx", 2);
   bool ended = false;
-  std::vector<frame> got = p.read_until_eof(poll(), &ended);
-  EXPECT_TRUE(ended);
-  ASSERT_GE(got.size(), 1u);
-  EXPECT_EQ(got[0].op, proto::op::hello);  // the answer to our hello came first
+  std::vector<frame> got = read_frames(p, poll(), 6, &ended);
+  EXPECT_FALSE(ended);
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(got[0].op, proto::op::hello);
+  struct want {
+    proto::op op;
+    uint32_t id;
+    int status;
+  } expect[] = {{proto::op::error, 7, FI_EACCES},
+                {proto::op::error, 8, FI_EACCES},
+                {proto::op::ack, 9, 0},
+                {proto::op::error, 10, FI_EACCES},
+                {proto::op::error, 11, FI_EOPNOTSUPP}};
+  for (size_t i = 0; i < std::size(expect); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(got[i + 1].op, expect[i].op);
+    EXPECT_EQ(got[i + 1].msg_id, expect[i].id);
+    if (expect[i].status) EXPECT_EQ(got[i + 1].status, expect[i].status);
+  }
+  EXPECT_EQ(std::string(mem.data(), 16), std::string("mmmmgoodmmmmmmmm"));
   still_works();
+  EXPECT_EQ(fi_close(&mr->fid), 0);
+}
+
+TEST_F(hostile, an_answer_to_no_request_closes_the_connection) {
+  raw_peer p(name);
+  p.hello();
+  frame f{};
+  f.op = proto::op::rma_read_resp;
+  f.msg_id = 1234;
+  f.payload_len = 4;
+  p.frame_out(f, "data", 4);
+  bool ended = false;
+  p.read_until_eof(poll(), &ended);
+  EXPECT_TRUE(ended);
+  still_works();
+}
+
+TEST_F(hostile, delivery_complete_waits_for_the_targets_acknowledgement) {
+  raw_peer p(name);
+  p.hello(9);  // listening at 127.0.0.1:9, as far as the endpoint knows
+  sockaddr_in peer{};
+  peer.sin_family = AF_INET;
+  peer.sin_port = htons(9);
+  peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  fi_addr_t to = FI_ADDR_UNSPEC;
+  ASSERT_EQ(fi_av_insert(av, &peer, 1, &to, 0, nullptr), 1);
+  bool ended = false;
+  ASSERT_EQ(read_frames(p, poll(), 1, &ended).size(), 1u);  // its hello back
+  fi_context ctx;
+  iovec iov{const_cast<char*>("ping"), 4};
+  fi_msg m{&iov, nullptr, 1, to, &ctx, 0};
+  ASSERT_EQ(fi_sendmsg(ep, &m, FI_DELIVERY_COMPLETE), 0);
+  std::vector<frame> got = read_frames(p, poll(), 1, &ended);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].op, proto::op::msg);
+  EXPECT_TRUE(got[0].flags & proto::flag_ack);
+  // Written to the socket and read by the peer, but not acknowledged: no
+  // completion yet.
+  fi_cq_err_entry err{};
+  EXPECT_EQ(wait_for(&ctx, &err, 200), -FI_ETIMEDOUT);
+  frame ack{};
+  ack.op = proto::op::ack;
+  ack.msg_id = got[0].msg_id;
+  p.frame_out(ack);
+  EXPECT_EQ(wait_for(&ctx), 1);
+  // An error answer fails the send with the target's code.
+  ASSERT_EQ(fi_sendmsg(ep, &m, FI_DELIVERY_COMPLETE), 0);
+  got = read_frames(p, poll(), 1, &ended);
+  ASSERT_EQ(got.size(), 1u);
+  frame no{};
+  no.op = proto::op::error;
+  no.msg_id = got[0].msg_id;
+  no.status = FI_ENOMEM;
+  no.req_op = static_cast<uint8_t>(proto::op::msg);
+  p.frame_out(no);
+  EXPECT_EQ(wait_for(&ctx, &err), -FI_EAVAIL);
+  EXPECT_EQ(err.err, FI_ENOMEM);
 }
 
 TEST_F(hostile, a_connection_request_to_an_rdm_endpoint_is_refused) {
