@@ -344,7 +344,7 @@ av::av(domain& dom, const av_codec& codec, const fi_av_attr& attr, void* context
     ops = writable(av_ops<Lock>::table);
     reverse_ = &av::reverse_as<Lock>;
   };
-  if (dom.threading() == FI_THREAD_DOMAIN)
+  if (dom.lock_threading() == FI_THREAD_DOMAIN)
     install.template operator()<null_lock>();
   else
     install.template operator()<mutex_lock>();

@@ -132,7 +132,7 @@ int cntr::open(domain& dom, fi_cntr_attr* attr, fid_cntr** out, void* context) n
       c->waiters_.fetch_add(1, std::memory_order_seq_cst);
     }
     c->ops = const_cast<fi_ops_cntr*>(
-        with_lock_policy(dom.threading(), []<class Lock>() { return &cntr_ops<Lock>::table; }));
+        with_lock_policy(dom.lock_threading(), []<class Lock>() { return &cntr_ops<Lock>::table; }));
     *out = c.release();
     return 0;
   });

@@ -170,7 +170,7 @@ int cq::open(domain& dom, fi_cq_attr* attr, fid_cq** out, void* context) noexcep
       c->signal_on_write_.fetch_add(1, std::memory_order_relaxed);
     }
     c->ops = const_cast<fi_ops_cq*>(with_lock_policy(
-        dom.threading(), [&]<class Lock>() { return ops_for<Lock>(a.format); }));
+        dom.lock_threading(), [&]<class Lock>() { return ops_for<Lock>(a.format); }));
     *out = c.release();
     return 0;
   });

@@ -8,6 +8,7 @@
 #include "util/lock.hpp"
 #include "util/mr.hpp"
 #include "util/object.hpp"
+#include "util/progress_thread.hpp"
 
 #include <rdma/fi_domain.h>
 
@@ -51,6 +52,15 @@ class domain : public fid_object<domain, fid_domain> {
 
   // Settings fixed at open.
   fi_threading threading() const noexcept { return threading_; }
+  // The threading model objects of this domain lock for: the application's,
+  // or FI_THREAD_SAFE under automatic progress, where the domain's progress
+  // thread touches endpoints, CQs, counters and AVs beside the application.
+  fi_threading lock_threading() const noexcept {
+    return progress_ == FI_PROGRESS_AUTO ? FI_THREAD_SAFE : threading_;
+  }
+  // The automatic-progress thread (providers that offer FI_PROGRESS_AUTO
+  // register their endpoints with it); started on first use.
+  progress_thread& auto_progress() noexcept { return auto_; }
   fi_progress progress() const noexcept { return progress_; }
   fi_av_type av_type() const noexcept { return av_type_; }
   int mr_mode() const noexcept { return mr_mode_; }
@@ -78,6 +88,8 @@ class domain : public fid_object<domain, fid_domain> {
   mr_map mrs_;
   ref<class eq> eq_;
   bool mr_events_ = false;
+  // Last: its thread stops before anything it could reach is destroyed.
+  progress_thread auto_;
 };
 
 }  // namespace weft::util

@@ -152,7 +152,7 @@ void match_ep(matcher& m, const fi_ep_attr& t, const fi_ep_attr* h, fi_ep_attr& 
 }
 
 void match_domain(matcher& m, uint32_t version, const fi_domain_attr& t, const fi_domain_attr* h,
-                  fi_domain_attr& out) {
+                  fi_domain_attr& out, uint32_t options) {
   out = t;
   out.name = nullptr;
   out.auth_key = nullptr;
@@ -174,6 +174,10 @@ void match_domain(matcher& m, uint32_t version, const fi_domain_attr& t, const f
   auto progress = [&](int want_raw, fi_progress have, fi_progress& res, const char* what) {
     if (!want_raw) return;
     auto want = static_cast<fi_progress>(want_raw);
+    if ((options & match_any_progress) && (want == FI_PROGRESS_AUTO || want == FI_PROGRESS_MANUAL)) {
+      res = want;
+      return;
+    }
     // An automatic-progress provider also serves manual-progress callers.
     if (want != have && !(have == FI_PROGRESS_AUTO && want == FI_PROGRESS_MANUAL))
       m.fail("%s %d not offered", what, int(want));
@@ -217,7 +221,7 @@ void match_domain(matcher& m, uint32_t version, const fi_domain_attr& t, const f
 }  // namespace
 
 fi_info* match_info(const fi_provider* prov, uint32_t version, const fi_info& tmpl,
-                    const fi_info* hints, bool* nomem) noexcept {
+                    const fi_info* hints, bool* nomem, uint32_t options) noexcept {
   *nomem = false;
   matcher m{prov};
   std::unique_ptr<fi_info, void (*)(fi_info*)> out{core::dup_info(&tmpl, core::abi_current),
@@ -248,7 +252,7 @@ fi_info* match_info(const fi_provider* prov, uint32_t version, const fi_info& tm
   o.ep_attr->auth_key = ep_key;
   uint8_t* dom_key = o.domain_attr->auth_key;
   match_domain(m, version, *tmpl.domain_attr, hints ? hints->domain_attr : nullptr,
-               *o.domain_attr);
+               *o.domain_attr, options);
   o.domain_attr->name = dom_name;
   o.domain_attr->auth_key = dom_key;
   if (!m.ok) return nullptr;
@@ -256,9 +260,9 @@ fi_info* match_info(const fi_provider* prov, uint32_t version, const fi_info& tm
 }
 
 bool info_fits(const fi_provider* prov, uint32_t version, const fi_info& tmpl,
-               const fi_info& wanted) noexcept {
+               const fi_info& wanted, uint32_t options) noexcept {
   bool nomem = false;
-  fi_info* r = match_info(prov, version, tmpl, &wanted, &nomem);
+  fi_info* r = match_info(prov, version, tmpl, &wanted, &nomem, options);
   core::free_info(r);
   return r != nullptr;
 }

@@ -24,15 +24,21 @@ inline constexpr uint64_t secondary_caps = FI_MULTI_RECV | FI_SOURCE | FI_RMA_EV
 // performance or security").
 inline constexpr uint64_t free_secondary_caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 
+// Options of a match.
+// match_any_progress: the provider progresses data and control operations
+// manually or automatically, as the application asks; the template's
+// progress values are only the defaults for hints that leave them open.
+inline constexpr uint32_t match_any_progress = 1;
+
 // A copy of `tmpl` shaped by `hints` (nullptr: the template as it is), or
 // nullptr when the template cannot satisfy the hints (the reason is logged
 // at FI_LOG_INFO) or memory ran out (`*nomem` is set).
 fi_info* match_info(const fi_provider* prov, uint32_t version, const fi_info& tmpl,
-                    const fi_info* hints, bool* nomem) noexcept;
+                    const fi_info* hints, bool* nomem, uint32_t options = 0) noexcept;
 
 // Checks the attributes an application passes to fi_domain / fi_endpoint
 // against what the provider offers (same rules as fi_getinfo).
 bool info_fits(const fi_provider* prov, uint32_t version, const fi_info& tmpl,
-               const fi_info& wanted) noexcept;
+               const fi_info& wanted, uint32_t options = 0) noexcept;
 
 }  // namespace weft::util

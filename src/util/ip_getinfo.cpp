@@ -138,7 +138,7 @@ int ip_getinfo(const ip_getinfo_args& a, uint32_t version, const char* node,
         local.fabric_attr = &fab;
         local.addr_format = fam == AF_INET ? FI_SOCKADDR_IN : FI_SOCKADDR_IN6;
         bool nomem = false;
-        info_ptr match{match_info(a.prov, version, local, hints, &nomem)};
+        info_ptr match{match_info(a.prov, version, local, hints, &nomem, a.match_options)};
         if (nomem) return to_fi(errc::nomem);
         if (!match) continue;
         // Source: the interface (or the pinned address) with the asked port.

@@ -17,6 +17,7 @@ struct ip_getinfo_args {
   std::span<const fi_info* const> templates;  // e.g. one per endpoint type
   int socktype;                               // SOCK_DGRAM / SOCK_STREAM, for resolution
   const std::string& iface;                   // only this interface; empty: all
+  uint32_t match_options = 0;                 // match_info's options
 };
 
 // For each interface that is up (and matches the pinned source address,

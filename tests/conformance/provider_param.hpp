@@ -25,10 +25,12 @@ struct config {
   const char* prov;
   fi_ep_type ep_type;
   fi_threading threading;
+  fi_progress progress = FI_PROGRESS_MANUAL;  // data and control progress asked for
   std::string name() const {
     std::string n = std::string(prov) + "_" +
                     (ep_type == FI_EP_DGRAM ? "dgram" : ep_type == FI_EP_RDM ? "rdm" : "msg");
     n += threading == FI_THREAD_SAFE ? "_safe" : "_domain";
+    if (progress == FI_PROGRESS_AUTO) n += "_auto";
     return n;
   }
 };
@@ -43,6 +45,7 @@ inline const config all_configs[] = {
     {"udp", FI_EP_DGRAM, FI_THREAD_SAFE},
     {"tcp", FI_EP_RDM, FI_THREAD_DOMAIN},
     {"tcp", FI_EP_RDM, FI_THREAD_SAFE},
+    {"tcp", FI_EP_RDM, FI_THREAD_DOMAIN, FI_PROGRESS_AUTO},
     {"shm", FI_EP_RDM, FI_THREAD_DOMAIN},
     {"shm", FI_EP_RDM, FI_THREAD_SAFE},
 };
@@ -52,6 +55,7 @@ inline const config all_configs[] = {
 inline const config msg_configs[] = {
     {"tcp", FI_EP_MSG, FI_THREAD_DOMAIN},
     {"tcp", FI_EP_MSG, FI_THREAD_SAFE},
+    {"tcp", FI_EP_MSG, FI_THREAD_DOMAIN, FI_PROGRESS_AUTO},
 };
 
 // Whether an address format is an IP socket address (udp, tcp): tests that
@@ -66,6 +70,10 @@ inline fi_info* hints_for(const config& c, uint64_t caps = FI_MSG) {
   h->caps = caps;
   h->ep_attr->type = c.ep_type;
   h->domain_attr->threading = c.threading;
+  if (c.progress == FI_PROGRESS_AUTO) {
+    h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+    h->domain_attr->control_progress = FI_PROGRESS_AUTO;
+  }
   h->mode = FI_CONTEXT | FI_CONTEXT2;
   h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   h->fabric_attr->prov_name = strdup(c.prov);

@@ -400,6 +400,9 @@ TEST_P(rdm, peer_without_process_vm_readv) {
 TEST_P(rdm, killed_receiver_fails_the_send) {
   const size_t size = 4 << 20;
   if (size > info->ep_attr->max_msg_size) GTEST_SKIP();
+  // Under automatic progress the receiver's thread takes the whole message
+  // (unexpected) before it is killed: the send rightly succeeds.
+  if (GetParam().progress == FI_PROGRESS_AUTO) GTEST_SKIP() << "the peer progresses by itself";
   fi_addr_t child;
   pid_t pid = spawn(*this, a, av, GetParam(), &child, [](child_peer&) -> int {
     pause();  // never receives

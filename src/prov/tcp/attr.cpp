@@ -140,7 +140,7 @@ bool offers(uint32_t version, const fi_info& wanted) noexcept {
   bool msg = wanted.ep_attr && wanted.ep_attr->type == FI_EP_MSG;
   fi_info t = msg ? msg_tmpl : rdm_tmpl;
   if (wanted.addr_format == FI_SOCKADDR_IN6) t.addr_format = FI_SOCKADDR_IN6;
-  return util::info_fits(&provider(), version, t, wanted);
+  return util::info_fits(&provider(), version, t, wanted, util::match_any_progress);
 }
 
 }  // namespace weft::tcp

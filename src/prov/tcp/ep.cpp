@@ -118,7 +118,7 @@ endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
       rx_op_flags_(info.rx_attr ? info.rx_attr->op_flags : 0),
       max_msg_(info.ep_attr->max_msg_size ? std::min(info.ep_attr->max_msg_size, max_msg_size)
                                           : max_msg_size),
-      locked_(util::shared_objects_need_lock(dom.threading())),
+      locked_(util::shared_objects_need_lock(dom.lock_threading())),
       epoll_(epoll_create1(EPOLL_CLOEXEC)),
       timer_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
       txp_(info.tx_attr && info.tx_attr->size ? info.tx_attr->size : default_queue_size) {
@@ -126,7 +126,7 @@ endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
   limits_.max_rma_iov = proto::max_rma_iov;
   util::srx_attr a;
   a.prov = &provider();
-  a.threading = dom.threading();
+  a.threading = dom.lock_threading();
   a.size = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : default_queue_size;
   a.min_multi_recv = min_multi_recv_;
   a.directed_recv = type_ == FI_EP_RDM && (caps_ & FI_DIRECTED_RECV);
@@ -281,7 +281,9 @@ int endpoint::close() {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_close: the endpoint is still referenced");
     return to_fi(errc::busy);
   }
-  // No progress runs once the hooks are gone.
+  // No progress runs once the hooks are gone (and the domain's thread has
+  // let go of this endpoint: remove waits for a run under way).
+  if (enabled_ && domain_->progress() == FI_PROGRESS_AUTO) domain_->auto_progress().remove(this);
   bound_.unbind(this, epoll_.get());
   with_lock([&]<class Lock>() { teardown<Lock>(); });
   delete this;
@@ -335,6 +337,17 @@ int endpoint::enable() {
       atomic = const_cast<fi_ops_atomic*>(rdm ? atomic_table<Lock, true>()
                                               : atomic_table<Lock, false>());
   });
+  if (domain_->progress() == FI_PROGRESS_AUTO) {
+    // The domain's thread sleeps on our epoll set and progresses us when a
+    // socket or deadline is ready; the application's reads still may.
+    util::progress_thread::work_fn fn =
+        locked_ ? &auto_work<util::mutex_lock> : &auto_work<util::null_lock>;
+    if (errc e = domain_->auto_progress().add(epoll_.get(), fn, this); e != errc::ok) {
+      WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: cannot start automatic progress: %s",
+                fi_strerror(static_cast<int>(e)));
+      return to_fi(e);
+    }
+  }
   enabled_ = true;
   return 0;
 }

@@ -44,8 +44,11 @@ fi_provider& provider() noexcept { return the_provider; }
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** info) noexcept {
   const fi_info* templates[] = {&rdm_template(), &msg_template()};
-  return util::ip_getinfo({&provider(), templates, SOCK_STREAM, cfg().iface}, version, node,
-                          service, flags, hints, info);
+  // Progress is manual unless the application asks for automatic progress
+  // (one thread per domain, progress_thread.hpp).
+  return util::ip_getinfo(
+      {&provider(), templates, SOCK_STREAM, cfg().iface, util::match_any_progress}, version,
+      node, service, flags, hints, info);
 }
 
 }  // namespace weft::tcp

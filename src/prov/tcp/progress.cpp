@@ -32,9 +32,9 @@ bool is_rma(proto::op op) noexcept {
 }  // namespace
 
 template <class Lock>
-void endpoint::progress() noexcept {
+bool endpoint::run_progress() noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
-  if (!enabled_) return;
+  if (!enabled_) return true;
   complete_deferred<Lock>();
   epoll_event evs[32];
   int n = epoll_wait(epoll_.get(), evs, 32, 0);
@@ -73,6 +73,7 @@ void endpoint::progress() noexcept {
   }
   if (timer) check_deadlines<Lock>();
   if (sweep_needed_) sweep();
+  return stalled_.empty() && !tx_deferred_head_;
 }
 
 template <class Lock>
@@ -331,7 +332,7 @@ void endpoint::check_deadlines() noexcept {
 }
 
 #define WEFT_TCP_INSTANTIATE(L)                           \
-  template void endpoint::progress<L>() noexcept;         \
+  template bool endpoint::run_progress<L>() noexcept;     \
   template void endpoint::pump<L>(conn&) noexcept;        \
   template void endpoint::setup_failed<L>(conn&, int) noexcept; \
   template void endpoint::protocol_error<L>(conn&, const char*) noexcept;

@@ -363,10 +363,20 @@ class endpoint : public util::endpoint_object<endpoint> {
   ssize_t post_tag(const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t tag,
                    uint64_t ignore, void* context, uint64_t flags) noexcept;
   template <class Lock>
-  void progress() noexcept;
+  void progress() noexcept {
+    (void)run_progress<Lock>();
+  }
+  // One progress pass; false when work is left that only the application
+  // can unblock (a full CQ), so automatic progress backs off.
+  template <class Lock>
+  bool run_progress() noexcept;
   template <class Lock>
   static void progress_thunk(void* obj) noexcept {
     static_cast<endpoint*>(obj)->progress<Lock>();
+  }
+  template <class Lock>
+  static bool auto_work(void* obj) noexcept {
+    return static_cast<endpoint*>(obj)->run_progress<Lock>();
   }
   template <class Lock, bool Rdm>
   static const fi_ops_msg* msg_table() noexcept;

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: MIT
+// weft — automatic progress (FI_PROGRESS_AUTO): one thread per domain that
+// sleeps in epoll on the descriptors of the domain's endpoints and runs an
+// endpoint's progress when its descriptor is ready.
+//
+// A source is a descriptor that is readable when the source has work (a
+// provider endpoint passes its own epoll set, which is readable while any of
+// its sockets or timers is ready) and a function that does the work. Each
+// source is armed one-shot: after its function ran it is re-armed, at once
+// when the function says it is done, or after `backoff` when it says it is
+// blocked (say, its completion queue is full and only the application can
+// make room), so a blocked source never turns the thread into a spinning
+// one. Idle, the thread sleeps in epoll_wait without a timeout: no CPU.
+//
+// remove() is synchronous: when it returns, the thread is not running the
+// source's function and never will again, so the owner may be destroyed.
+#pragma once
+
+#include "core/errc.hpp"
+#include "util/fd.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace weft::util {
+
+class progress_thread {
+ public:
+  // The work of a source: false when it is blocked on something only the
+  // application can resolve (re-armed after the backoff), true otherwise.
+  using work_fn = bool (*)(void* obj) noexcept;
+  static constexpr uint64_t backoff_ns = 1'000'000;
+
+  progress_thread() = default;
+  ~progress_thread();
+  progress_thread(const progress_thread&) = delete;
+  progress_thread& operator=(const progress_thread&) = delete;
+
+  // Starts the thread on first use. errc of the failure (logged by caller).
+  errc add(int fd, work_fn fn, void* obj) noexcept;
+  void remove(void* obj) noexcept;
+
+ private:
+  struct source {
+    uint64_t id;  // epoll's data: events of a source removed meanwhile find nothing
+    int fd;
+    work_fn fn;
+    void* obj;
+    uint64_t rearm_at = 0;  // blocked: re-armed then
+  };
+  errc start() noexcept;
+  void run() noexcept;
+  void arm(source& s) noexcept;
+
+  std::mutex mutex_;  // sources_, and held while a source's work runs
+  std::vector<std::unique_ptr<source>> sources_;
+  unique_fd epoll_;
+  unique_fd wake_;  // eventfd: stop, or a kick
+  std::thread thread_;
+  bool stop_ = false;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace weft::util
