@@ -308,6 +308,86 @@ TEST_P(rma, atomic_valid_calls_and_query_agree) {
   EXPECT_EQ(fi_query_atomic(domain, FI_UINT64, FI_CSWAP, &attr, 0), -FI_EOPNOTSUPP);
 }
 
+// Whatever memory-registration mode an application says it can handle,
+// it gets the provider, and RMA works under the mode fi_getinfo returned.
+TEST_P(rma, every_mr_mode_a_client_asks_for_works) {
+  struct ask {
+    uint32_t version;
+    int mode;
+  } asks[] = {{FI_VERSION(1, 17), 0},
+              {FI_VERSION(1, 17), FI_MR_VIRT_ADDR},
+              {FI_VERSION(1, 17), FI_MR_PROV_KEY},
+              {FI_VERSION(1, 17), FI_MR_ALLOCATED},
+              {FI_VERSION(1, 17), FI_MR_LOCAL},
+              {FI_VERSION(1, 17), FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY},
+              {FI_VERSION(1, 4), FI_MR_BASIC},
+              {FI_VERSION(1, 4), FI_MR_SCALABLE}};
+  for (const ask& k : asks) {
+    SCOPED_TRACE(k.mode);
+    fi_info* h = fi_dupinfo(hints);
+    h->domain_attr->mr_mode = k.mode;
+    fi_info* got = nullptr;
+    const bool ip = info->addr_format != FI_ADDR_STR;
+    ASSERT_EQ(fi_getinfo(k.version, ip ? "127.0.0.1" : nullptr, nullptr, ip ? FI_SOURCE : 0, h,
+                         &got),
+              0);
+    fi_freeinfo(h);
+    int mode = got->domain_attr->mr_mode;
+    if (k.version < FI_VERSION(1, 5)) {
+      // The old enum: the provider answers with one of its two values, and
+      // the bits they stand for apply.
+      EXPECT_TRUE(mode == FI_MR_BASIC || mode == FI_MR_SCALABLE) << mode;
+      mode = mode == FI_MR_BASIC ? FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED : 0;
+    } else {
+      EXPECT_EQ(mode & ~k.mode, 0) << "a mode the client did not accept";
+    }
+    fid_fabric* fab = nullptr;
+    fid_domain* dom = nullptr;
+    fid_cq* c = nullptr;
+    fid_av* v = nullptr;
+    fid_ep *x = nullptr, *y = nullptr;
+    ASSERT_EQ(fi_fabric(got->fabric_attr, &fab, nullptr), 0);
+    ASSERT_EQ(fi_domain(fab, got, &dom, nullptr), 0);
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_DATA;
+    ASSERT_EQ(fi_cq_open(dom, &ca, &c, nullptr), 0);
+    fi_av_attr aa{};
+    aa.type = FI_AV_TABLE;
+    ASSERT_EQ(fi_av_open(dom, &aa, &v, nullptr), 0);
+    fi_addr_t fy = FI_ADDR_UNSPEC;
+    for (fid_ep** e : {&x, &y}) {
+      ASSERT_EQ(fi_endpoint(dom, got, e, nullptr), 0);
+      ASSERT_EQ(fi_ep_bind(*e, &c->fid, FI_TRANSMIT | FI_RECV), 0);
+      ASSERT_EQ(fi_ep_bind(*e, &v->fid, 0), 0);
+      ASSERT_EQ(fi_enable(*e), 0);
+    }
+    char name[128];
+    size_t len = sizeof name;
+    ASSERT_EQ(fi_getname(&y->fid, name, &len), 0);
+    ASSERT_EQ(fi_av_insert(v, name, 1, &fy, 0, nullptr), 1);
+    std::vector<char> target(64, 0), src(16, 'k');
+    fid_mr *tmr = nullptr, *smr = nullptr;
+    ASSERT_EQ(fi_mr_reg(dom, target.data(), target.size(), FI_REMOTE_WRITE, 0, 21, 0, &tmr, nullptr),
+              0);
+    ASSERT_EQ(fi_mr_reg(dom, src.data(), src.size(), FI_WRITE, 0, 22, 0, &smr, nullptr), 0);
+    uint64_t base = (mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(target.data()) : 0;
+    uint64_t key = fi_mr_key(tmr);
+    if (!(mode & FI_MR_PROV_KEY)) EXPECT_EQ(key, 21u);
+    fi_context ctx;
+    ASSERT_EQ(fi_write(x, src.data(), src.size(), fi_mr_desc(smr), fy, base + 8, key, &ctx), 0);
+    fi_cq_data_entry e{};
+    ssize_t n;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while ((n = fi_cq_read(c, &e, 1)) == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
+    }
+    EXPECT_EQ(n, 1);
+    EXPECT_EQ(std::memcmp(target.data() + 8, src.data(), src.size()), 0);
+    for (fid* f : {&smr->fid, &tmr->fid, &y->fid, &x->fid, &v->fid, &c->fid, &dom->fid, &fab->fid})
+      EXPECT_EQ(fi_close(f), 0);
+    fi_freeinfo(got);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(all, rma, testing::ValuesIn(all_configs), config_name);
 
 }  // namespace

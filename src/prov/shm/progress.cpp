@@ -78,6 +78,33 @@ void endpoint::progress() noexcept {
     if (drain<Lock>(r)) pending_.clear(r);
   });
   if (!busy_conns_.empty() || !busy_in_.empty()) service<Lock>(util::now_ns());
+  if (--sweep_countdown_ == 0) {
+    sweep_countdown_ = sweep_every;
+    sweep_senders<Lock>();
+  }
+}
+
+template <class Lock>
+void endpoint::sweep_senders() noexcept {
+  uint64_t now = util::now_ns();
+  if (now - last_sweep_ns_ < sweep_ns) return;
+  last_sweep_ns_ = now;
+  uint32_t hwm = std::min(region_.claim_hwm(), region_.nrings());
+  for (uint32_t r = 0; r < hwm; ++r) {
+    inbound* in = in_[r].get();
+    if (!in) {
+      // Claimed, but nothing ever arrived (or only a closed ring's goodbye,
+      // which the doorbell brings anyway).
+      if (region_.claim_state(r) != proto::claim_active) continue;
+      if (!(in = open_inbound(r))) continue;
+    }
+    if (in->dead || !in->same_ns || !in->xfers.empty()) continue;
+    if (in->live.check_now()) continue;
+    WEFT_INFO(&provider(), FI_LOG_EP_DATA, "shm sender pid %u exited: its ring %u is reclaimed",
+              in->id.pid, r);
+    in->dead = true;
+    pending_.set(r);  // what it sent before dying is read first, then the ring is freed
+  }
 }
 
 // Reads ring r; true when it was found empty (it may leave the pending set).

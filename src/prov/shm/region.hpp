@@ -164,6 +164,10 @@ class region {
   }
   // The ring's claim state (proto::claim_state), with acquire: after seeing
   // claim_active, claim_info() and consumer() are safe to use.
+  // 1 + the highest ring index ever claimed.
+  uint32_t claim_hwm() noexcept {
+    return std::atomic_ref<uint32_t>(hwm_line()->claim_hwm).load(std::memory_order_acquire);
+  }
   uint32_t claim_state(uint32_t ring) const noexcept {
     return std::atomic_ref<uint32_t>(block(ring).claim.state).load(std::memory_order_acquire);
   }

@@ -66,6 +66,10 @@ inline constexpr uint32_t rx_depth = 1024;  // receives posted per endpoint
 // A peer that shows no sign of life for this long while we wait on it is
 // looked up in the kernel (one check per stall_ns per peer, none otherwise).
 inline constexpr uint64_t stall_ns = 10'000'000;
+// Rings of senders that died quietly are looked for this often (in time),
+// checked every sweep_every progress calls (so the clock is rarely read).
+inline constexpr uint64_t sweep_ns = 1'000'000'000;
+inline constexpr uint32_t sweep_every = 4096;
 
 // Internal send flag: fi_inject asks for no completion whatever the flags.
 inline constexpr uint64_t no_completion = 1ULL << 63;
@@ -379,6 +383,10 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   void complete_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept;
   void tick() noexcept;
+  // Finds senders that died without a word (a large transfer would have
+  // noticed): their rings go back to the pool. Once per sweep_ns at most.
+  template <class Lock>
+  void sweep_senders() noexcept;
 
   util::ref<util::domain> domain_;
   util::ep_bindings bound_;
@@ -422,6 +430,8 @@ class endpoint : public util::endpoint_object<endpoint> {
   util::unique_fd timer_;
   uint64_t tick_start_ns_ = 0;
   uint64_t next_tick_ns_ = 0;  // 0: the timer is not armed
+  uint32_t sweep_countdown_ = sweep_every;
+  uint64_t last_sweep_ns_ = 0;
 };
 
 bool is_class_ep(const fid* f) noexcept;
