@@ -170,6 +170,20 @@ tx_entry* conn::answered(uint32_t id) noexcept {
   return nullptr;
 }
 
+tx_entry* conn::cancel(void* context) noexcept {
+  tx_entry* prev = nullptr;
+  for (tx_entry* t = tx_head_; t; prev = t, t = t->next) {
+    if (t->context != context || t->kind == tx_entry::response) continue;
+    // Untouched: no byte of its header has left.
+    if (t->first != 0 || t->iov[0].iov_base != t->hdr) return nullptr;
+    (prev ? prev->next : tx_head_) = t->next;
+    if (tx_tail_ == t) tx_tail_ = prev;
+    t->next = nullptr;
+    return t;
+  }
+  return nullptr;
+}
+
 tx_entry* conn::take_queue() noexcept {
   tx_entry* q = tx_head_;
   tx_head_ = tx_tail_ = nullptr;

@@ -372,7 +372,21 @@ int endpoint::setopt(int level, int name, const void* val, size_t len) {
 }
 
 ssize_t endpoint::cancel(void* context) {
-  return with_lock([&]<class Lock>() -> ssize_t { return srx_->cancel<Lock>(context); });
+  return with_lock([&]<class Lock>() -> ssize_t {
+    ssize_t r = srx_->cancel<Lock>(context);
+    if (r != to_fi(errc::noent) || !context) return r;
+    // A transmit still queued and not begun (a frame half written must be
+    // finished, or the stream would be torn) is cancelled; one on the wire
+    // or awaiting its answer runs to completion.
+    [[maybe_unused]] auto g = guard<Lock>();
+    for (conn* c = conns_; c; c = c->next) {
+      if (tx_entry* t = c->cancel(context)) {
+        fail_tx<Lock>(t, FI_ECANCELED);
+        return 0;
+      }
+    }
+    return r;
+  });
 }
 
 ssize_t endpoint::rx_size_left() {

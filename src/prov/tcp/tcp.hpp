@@ -194,6 +194,9 @@ class conn {
   void push(tx_entry* t) noexcept;
   // Removes and returns the whole queue (linked through next).
   tx_entry* take_queue() noexcept;
+  // Unlinks and returns the queued transmit of `context` not yet begun
+  // (an application's: not an answer); null if none.
+  tx_entry* cancel(void* context) noexcept;
   // Writes the control frame, then queued entries if `data`; finished
   // entries are linked into *done (in order). errno in *err on error.
   io flush(bool data, tx_entry** done, int* err) noexcept;

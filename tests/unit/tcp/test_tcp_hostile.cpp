@@ -267,6 +267,32 @@ TEST_F(hostile, delivery_complete_waits_for_the_targets_acknowledgement) {
   EXPECT_EQ(err.err, FI_ENOMEM);
 }
 
+TEST_F(hostile, a_queued_send_is_cancelled_and_one_on_the_wire_is_not) {
+  raw_peer p(name);
+  p.hello(9);
+  sockaddr_in peer{};
+  peer.sin_family = AF_INET;
+  peer.sin_port = htons(9);
+  peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  fi_addr_t to = FI_ADDR_UNSPEC;
+  ASSERT_EQ(fi_av_insert(av, &peer, 1, &to, 0, nullptr), 1);
+  bool ended = false;
+  ASSERT_EQ(read_frames(p, poll(), 1, &ended).size(), 1u);  // its hello back
+  // The peer reads nothing more: a large send fills the socket and stays
+  // half written; the next one waits behind it.
+  std::vector<char> big(32 << 20, 'b');
+  fi_context on_wire, queued;
+  ASSERT_EQ(fi_send(ep, big.data(), big.size(), nullptr, to, &on_wire), 0);
+  poll_for(50);
+  ASSERT_EQ(fi_send(ep, "later", 6, nullptr, to, &queued), 0);
+  EXPECT_EQ(fi_cancel(&ep->fid, &queued), 0);
+  fi_cq_err_entry err{};
+  ASSERT_EQ(wait_for(&queued, &err), -FI_EAVAIL);
+  EXPECT_EQ(err.err, FI_ECANCELED);
+  EXPECT_EQ(fi_cancel(&ep->fid, &on_wire), -FI_ENOENT);
+  EXPECT_EQ(fi_cancel(&ep->fid, &queued), -FI_ENOENT);  // gone already
+}
+
 TEST_F(hostile, a_connection_request_to_an_rdm_endpoint_is_refused) {
   raw_peer p(name);
   frame req{};
