@@ -145,10 +145,15 @@ errc check_atomic(const fi_provider* prov, const atomic_request& r, const rma_li
       return errc::inval;
     }
   }
-  if ((r.flags & FI_INJECT) && (r.kind != atomic_kind::base || remote * size > l.inject_size)) {
-    WEFT_WARN(prov, FI_LOG_EP_DATA, "injected atomic: base atomics of at most %zu bytes",
-              l.inject_size);
-    return r.kind != atomic_kind::base ? errc::inval : errc::msgsize;
+  // fi_atomic(3) FI_INJECT: the constant buffers (operands, compare values)
+  // are released at return; results still arrive later, so fetch and
+  // compare atomics may inject too. Their constant bytes bound the size.
+  const uint64_t constant = (read_only ? 0 : remote * size) +
+                            (r.kind == atomic_kind::compare ? remote * size : 0);
+  if ((r.flags & FI_INJECT) && constant > l.inject_size) {
+    WEFT_WARN(prov, FI_LOG_EP_DATA, "injected atomic of %llu operand bytes exceeds inject_size %zu",
+              static_cast<unsigned long long>(constant), l.inject_size);
+    return errc::msgsize;
   }
   *count = remote;
   return errc::ok;

@@ -83,7 +83,8 @@ errc check_rma(const fi_provider* prov, const rma_request& r, const rma_limits& 
                uint64_t* total) noexcept;
 // fi_atomic(3)'s rules: a supported (op, datatype) for the kind, the element
 // counts of operand, compare, result and remote buffers equal, within
-// atomic_bytes (inject_size with FI_INJECT). ok with *count (elements) set.
+// atomic_bytes (operand and compare bytes within inject_size with FI_INJECT,
+// in every family). ok with *count (elements) set.
 errc check_atomic(const fi_provider* prov, const atomic_request& r, const rma_limits& l,
                   size_t* count) noexcept;
 // fi_query_atomic for a provider whose atomics carry at most `max_bytes`

@@ -244,9 +244,7 @@ void endpoint::remote_event(uint64_t kind_flags, uint16_t req_flags, uint64_t da
     if (util::cntr* n = bound_.rem_read_cntr.get()) n->inc();
   if (req_flags & proto::flag_data)
     if (util::cq* cq = bound_.rx_cq.get())
-      cq->write<Lock>({nullptr, (kind_flags & (FI_RMA | FI_ATOMIC)) | FI_REMOTE_WRITE |
-                                    FI_REMOTE_CQ_DATA,
-                       0, nullptr, data, 0, src, 0});
+      cq->write<Lock>({nullptr, kind_flags | FI_REMOTE_CQ_DATA, 0, nullptr, data, 0, src, 0});
 }
 
 namespace {
@@ -536,9 +534,11 @@ bool endpoint::handle_atomic(inbound& in, const msg_view& v) noexcept {
                            opnd + at, cmp + at, prior + at, tg[i].len);
     at += tg[i].len * size;
   }
+  // fi_endpoint(3) counts by family, not by what the operation did to the
+  // memory: base atomics are remote writes, fetch and compare atomics
+  // (a fetch-add included) remote reads, as their initiator's FI_READ.
   if (e == errc::ok)
-    remote_event<Lock>(FI_ATOMIC | (writes ? FI_REMOTE_WRITE : 0) | (fetches ? FI_REMOTE_READ : 0),
-                       rflags, data, src);
+    remote_event<Lock>(FI_ATOMIC | (fetches ? FI_REMOTE_READ : FI_REMOTE_WRITE), rflags, data, src);
   if (!reply) return true;
   conn* back = conn_to(in.id, ignored);
   if (e != errc::ok || !fetches) {

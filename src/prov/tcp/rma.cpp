@@ -61,15 +61,16 @@ conn* endpoint::tx_conn(fi_addr_t dest, int* err) noexcept {
 }
 
 template <class Lock>
-void endpoint::post_request(conn& c, tx_entry* t) noexcept {
+void endpoint::post_request(conn& c, tx_entry* t, bool inject) noexcept {
   bool now = c.state == conn_state::connected && c.tx_idle();
-  const bool copy = !t->report;  // an inject: the caller may reuse its buffer at once
   c.push(t);
   if (now) {
     flush<Lock>(c);
     if (c.state == conn_state::closed || c.tx_empty()) return;
   }
-  if (copy && !c.tx_empty()) {
+  // FI_INJECT (fi_inject_*, or the flag with a completion): the caller may
+  // reuse its buffers at once; a frame still queued keeps its own copy.
+  if (inject && !c.tx_empty()) {
     // Still queued (this entry is the tail): keep the payload in the entry.
     size_t off = 0;
     unsigned first = std::max<unsigned>(t->first, 1);
@@ -140,7 +141,7 @@ ssize_t endpoint::post_rma(const util::rma_request& r) noexcept {
   }
   t->first = 0;
   t->left = hl + f.payload_len;
-  post_request<Lock>(*c, t);
+  post_request<Lock>(*c, t, r.flags & FI_INJECT);
   return 0;
 }
 
@@ -208,7 +209,7 @@ ssize_t endpoint::post_atomic(const util::atomic_request& r) noexcept {
   }
   t->first = 0;
   t->left = hl + f.payload_len;
-  post_request<Lock>(*c, t);
+  post_request<Lock>(*c, t, r.flags & FI_INJECT);
   return 0;
 }
 
@@ -266,9 +267,8 @@ void endpoint::remote_event(uint64_t kind_flags, uint16_t req_flags, uint64_t da
   util::cq* cq = bound_.rx_cq.get();
   // fi_cq(3): remote CQ data of an RMA write is reported on the receive CQ
   // without consuming a posted receive (weft never asks for FI_RX_CQ_DATA).
-  if (cq && !cq->write<Lock>({nullptr, (kind_flags & (FI_RMA | FI_ATOMIC)) | FI_REMOTE_WRITE |
-                                           FI_REMOTE_CQ_DATA,
-                              0, nullptr, data, 0, src, 0}))
+  if (cq && !cq->write<Lock>({nullptr, kind_flags | FI_REMOTE_CQ_DATA, 0, nullptr, data, 0, src,
+                              0}))
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "receive CQ overrun: remote CQ data %llx lost",
               static_cast<unsigned long long>(data));
 }
@@ -464,10 +464,11 @@ bool endpoint::on_rma_done(conn& c) noexcept {
         if (e != errc::ok) err = static_cast<int>(e);
         at += f.iov[i].len;
       }
+      // fi_endpoint(3) counts by family: base atomics are remote writes,
+      // fetch and compare atomics (a fetch-add included) remote reads.
       if (!err)
-        remote_event<Lock>(FI_ATOMIC | (writes ? FI_REMOTE_WRITE : 0) |
-                               (fetches ? FI_REMOTE_READ : 0),
-                           f.flags, f.cq_data, c.addr);
+        remote_event<Lock>(FI_ATOMIC | (fetches ? FI_REMOTE_READ : FI_REMOTE_WRITE), f.flags,
+                           f.cq_data, c.addr);
       if (!fetches) {
         if (!(f.flags & proto::flag_ack)) return true;
         return answer<Lock>(c, proto::op::ack, f.msg_id, req, err, nullptr, 0);

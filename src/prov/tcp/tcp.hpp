@@ -491,7 +491,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   conn* tx_conn(fi_addr_t dest, int* err) noexcept;
   // Queues an initiator's request frame (header built in t->hdr) on `c`.
   template <class Lock>
-  void post_request(conn& c, tx_entry* t) noexcept;
+  void post_request(conn& c, tx_entry* t, bool inject) noexcept;
   template <class Lock>
   bool on_rma_header(conn& c) noexcept;
   template <class Lock>
