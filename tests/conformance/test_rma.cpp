@@ -98,7 +98,7 @@ TEST_P(rma, write_then_read_back_every_size) {
     ASSERT_EQ(r, 0);
     ASSERT_EQ(wait_for(&ctx), 1);
     EXPECT_EQ(last.flags, FI_RMA | FI_WRITE);
-    EXPECT_EQ(std::memcmp(target.data() + 32, src.data(), len), 0);
+    if (len) EXPECT_EQ(std::memcmp(target.data() + 32, src.data(), len), 0);
     for (size_t i = 0; i < 32; ++i) ASSERT_EQ(target[i], 0);
     for (size_t i = 32 + len; i < target.size(); ++i) ASSERT_EQ(target[i], 0);
     do r = fi_read(a, back.data(), len, nullptr, fb, base + 32, key, &ctx);
@@ -106,7 +106,7 @@ TEST_P(rma, write_then_read_back_every_size) {
     ASSERT_EQ(r, 0);
     ASSERT_EQ(wait_for(&ctx), 1);
     EXPECT_EQ(last.flags, FI_RMA | FI_READ);
-    EXPECT_EQ(std::memcmp(back.data(), src.data(), len), 0);
+    if (len) EXPECT_EQ(std::memcmp(back.data(), src.data(), len), 0);
   }
 }
 
