@@ -337,18 +337,20 @@ int endpoint::enable() {
       atomic = const_cast<fi_ops_atomic*>(rdm ? atomic_table<Lock, true>()
                                               : atomic_table<Lock, false>());
   });
+  enabled_ = true;
   if (domain_->progress() == FI_PROGRESS_AUTO) {
     // The domain's thread sleeps on our epoll set and progresses us when a
-    // socket or deadline is ready; the application's reads still may.
+    // socket or deadline is ready; the application's reads still may. (Added
+    // last: from here on the thread may run our progress.)
     util::progress_thread::work_fn fn =
         locked_ ? &auto_work<util::mutex_lock> : &auto_work<util::null_lock>;
     if (errc e = domain_->auto_progress().add(epoll_.get(), fn, this); e != errc::ok) {
       WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: cannot start automatic progress: %s",
                 fi_strerror(static_cast<int>(e)));
+      enabled_ = false;
       return to_fi(e);
     }
   }
-  enabled_ = true;
   return 0;
 }
 
