@@ -2,7 +2,8 @@
 # Installs what building and testing weft needs on Debian 12, only if missing.
 set -eu
 pkgs=(cmake ninja-build g++ pkg-config python3 libgtest-dev googletest
-      libfabric-dev libfabric-bin gdb gnuplot-nox ccache clang libclang-rt-14-dev)
+      libfabric-dev libfabric-bin gdb gnuplot-nox ccache clang libclang-rt-14-dev
+      openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -79,6 +79,37 @@ TEST_P(msg, scatter_receive) {
   EXPECT_STREQ(p2, "defgh");
 }
 
+// Zero-byte messages name no buffer (MPI barriers send them from NULL). The
+// first ones on a fresh pair are sent before any connection exists, so a
+// connection-oriented provider queues them and keeps what an inject sent.
+TEST_P(msg, zero_byte_messages_from_null_buffers) {
+  fid_cq* cq = open_cq();
+  open_av();
+  fi_addr_t a, b;
+  fid_ep* ea = open_ep(cq, &a);
+  fid_ep* eb = open_ep(cq, &b);
+  ASSERT_TRUE(ea && eb);
+  fi_context r1, r2, s2;
+  ASSERT_EQ(fi_recv(eb, nullptr, 0, nullptr, FI_ADDR_UNSPEC, &r1), 0);
+  ASSERT_EQ(fi_recv(eb, nullptr, 0, nullptr, FI_ADDR_UNSPEC, &r2), 0);
+  ASSERT_EQ(fi_inject(ea, nullptr, 0, b), 0);
+  ASSERT_EQ(fi_send(ea, nullptr, 0, nullptr, b, &s2), 0);
+  int recvs = 0, sends = 0;
+  while (recvs + sends < 3) {
+    fi_cq_data_entry e;
+    ASSERT_EQ(read_one(cq, &e), 1);
+    if (e.flags & FI_RECV) {
+      EXPECT_EQ(e.op_context, recvs == 0 ? &r1 : &r2) << "in posting order";
+      EXPECT_EQ(e.len, 0u);
+      ++recvs;
+    } else {
+      EXPECT_EQ(e.op_context, &s2);
+      ++sends;
+    }
+  }
+  EXPECT_EQ(sends, 1);
+}
+
 TEST_P(source, address_of_a_receive) {
   fid_cq* cq = open_cq();
   open_av();
