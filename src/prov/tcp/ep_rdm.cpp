@@ -109,8 +109,9 @@ conn* endpoint::connect_to(fi_addr_t dest, int* err) noexcept {
     return nullptr;
   }
   for (conn* c = conns_; c; c = c->next)
-    if (!c->mapped && c->state == conn_state::connected && c->addr == FI_ADDR_NOTAVAIL &&
-        c->name == want) {
+    if (!c->mapped && c->state == conn_state::connected &&
+        (c->addr == FI_ADDR_NOTAVAIL || (c->standby && c->addr == dest)) && c->name == want) {
+      c->standby = false;
       map(*c, dest);
       if (c->mapped) return c;
     }
@@ -202,11 +203,21 @@ bool endpoint::on_hello(conn& c) noexcept {
   c.addr = a;
   conn* other = a < peers_.size() ? peers_[a] : nullptr;
   bool self = n == local_name_;
-  if (other && other != &c && other->active && !self) {
+  if (other && other != &c && other->active && !self && local_name_ < n &&
+      other->state == conn_state::connected) {
+    // Ours is established: the peer answered it and sends through it while
+    // it has it. So this hello is either the twin of a simultaneous connect,
+    // sent before the peer took ours and closed this one (it ends at once),
+    // or the peer lost ours: it restarted, and if its host crashed no end of
+    // stream ever comes, ours looks alive forever. Refusing would leave a
+    // restarted peer waiting for a connection from us that never comes.
+    // Served, but ours stays in use until the peer sends here (on_header).
+    WEFT_DBG(&provider(), FI_LOG_EP_CTRL, "tcp peer %s connected again while our connection "
+             "to it is established", describe(c.peer).c_str());
+    c.standby = true;
+  } else if (other && other != &c && other->active && !self) {
     // Both ends connected at once: the connection the lower address opened
-    // stays (proto.hpp). Ours may already be established if the peer's
-    // answer overtook this hello; the rule still holds, the peer has dropped
-    // this connection's twin or will refuse it.
+    // stays (proto.hpp).
     if (local_name_ < n) {
       frame no{};
       no.op = proto::op::cm_resp;
@@ -232,7 +243,7 @@ bool endpoint::on_hello(conn& c) noexcept {
   // This connection now serves the peer (an older established one, from a
   // peer that restarted, stays open unmapped until it ends). A connection
   // to ourselves keeps the active side mapped.
-  if (a != FI_ADDR_NOTAVAIL && !(self && other && other != &c)) map(c, a);
+  if (a != FI_ADDR_NOTAVAIL && !c.standby && !(self && other && other != &c)) map(c, a);
   c.set_ctrl(hello_frame(local_name_), nullptr, 0);
   connected<Lock>(c);
   return c.readable();

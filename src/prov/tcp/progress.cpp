@@ -138,6 +138,11 @@ bool endpoint::handle(conn& c, frame_reader::status st) noexcept {
 template <class Lock>
 bool endpoint::on_header(conn& c) noexcept {
   const frame& f = c.reader.current();
+  if (c.standby) {
+    // The peer reconnected and sends here: ours to it is stale (on_hello).
+    c.standby = false;
+    if (c.addr != FI_ADDR_NOTAVAIL) map(c, c.addr);
+  }
   if (c.state == conn_state::draining) {
     // After a shutdown whatever arrives is dropped.
   } else if (is_message(f.op)) {
@@ -258,7 +263,7 @@ void endpoint::on_eof(conn& c, int err) noexcept {
       }
       return;
     case conn_state::connected:
-      if (!clean)
+      if (!clean && !c.standby)
         WEFT_WARN(&provider(), FI_LOG_EP_DATA, "tcp peer %s: connection lost: %s",
                   describe(c.peer).c_str(), err ? std::strerror(err) : to_string(fe));
       if (type_ == FI_EP_MSG) {

@@ -84,7 +84,13 @@
 // active connection and closes its passive one; the higher side keeps its
 // passive connection and closes its active one, after moving anything queued
 // on it to the kept one. Equal addresses mean an endpoint connected to itself;
-// then there is no conflict and both connections stay.
+// then there is no conflict and both connections stay. The rule settles
+// connections being set up: a hello that reaches the lower side while its
+// own connection to that peer is already established (answered by the
+// peer's hello) is answered with hello, not refused. The peer either lost
+// that connection (it restarted; a crashed host sends no end of stream) or
+// sent this hello before it took ours and closed this one. The new
+// connection serves once the peer sends on it.
 #pragma once
 
 #include <bit>

@@ -215,6 +215,8 @@ class conn {
   uint32_t events = 0;         // epoll interest now registered
   fi_addr_t addr = FI_ADDR_NOTAVAIL;  // RDM: the peer in the AV
   bool mapped = false;         // RDM: endpoint::peers_[addr] is this connection
+  bool standby = false;        // RDM: the peer reconnected while ours to it is established;
+                               // mapped once the peer sends here (ep_rdm.cpp, on_hello)
   bool stalled = false;        // staged bytes wait for the CQ to drain
   bool event_pending = false;  // MSG passive: FI_CONNECTED once cm_resp is out
   uint64_t deadline_ns = 0;    // connecting / handshake / waiting: give up then
