@@ -24,6 +24,16 @@
 // message from crash-b2 — the same address after run.sh cut the link, killed
 // crash-b and made a new namespace, so no end of stream ever reached
 // crash-a — and answers it. crash-b2 speaks first and must get the answer.
+//
+// A host that goes silent (FI_EP_RDM, FI_TCP_KEEPALIVE set small by run.sh):
+//
+//   weft_netns_peer silent-a|silent-b rdm <own address> <own port>
+//                   <peer address> <peer port> <dir>
+//
+// silent-a pings silent-b, waits until run.sh has cut the link (the process
+// behind it stays alive: no end of stream, no reset), then sends with
+// FI_DELIVERY_COMPLETE: the send must fail (the connection is given up by
+// keepalive / TCP_USER_TIMEOUT) within 30 s instead of waiting forever.
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
@@ -486,10 +496,61 @@ int crash(host& h, const std::string& role, const char* own, const char* peer_ad
   return 0;
 }
 
+int silent(host& h, const std::string& role, const char* peer_addr, const char* peer_port,
+           const std::string& dir) {
+  if (!h.rdm) die("the silent-peer test is for rdm endpoints");
+  h.open_ep(h.info);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(std::atoi(peer_port)));
+  if (inet_pton(AF_INET, peer_addr, &to.sin_addr) != 1) die("bad address %s", peer_addr);
+  if (fi_av_insert(h.av, &to, 1, &h.peer, 0, nullptr) != 1) die("fi_av_insert of the peer");
+  ctl in{}, out{};
+  fi_context2 rctx;
+  if (role == "silent-b") {
+    h.recv(&in, sizeof in, nullptr, &rctx, "receive the ping");
+    touch(dir + "/b-ready");
+    h.wait(&rctx, "the ping");
+    touch(dir + "/b-pinged");
+    for (;;) ::pause();  // alive, behind a link run.sh cuts
+  }
+  await_file(dir + "/b-ready", 20);
+  out.kind = hello;
+  h.send(&out, sizeof out, nullptr, "ping to silent-b");
+  await_file(dir + "/cut", 20);
+  fi_context2 sctx;
+  iovec iov{&out, sizeof out};
+  fi_msg m{&iov, nullptr, 1, h.peer, &sctx, 0};
+  auto start = clock_type::now();
+  check(static_cast<int>(fi_sendmsg(h.ep, &m, FI_DELIVERY_COMPLETE)), "fi_sendmsg");
+  for (;;) {
+    fi_cq_data_entry e;
+    ssize_t n = fi_cq_sread(h.cq, &e, 1, nullptr, 100);
+    double s = std::chrono::duration<double>(clock_type::now() - start).count();
+    if (n == 1 && e.op_context == &sctx) die("silent-a: the send to a silent peer succeeded");
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry ee{};
+      fi_cq_readerr(h.cq, &ee, 0);
+      if (ee.op_context != &sctx) continue;
+      std::printf("silent-a: the send to the silent peer failed after %.1f s: %s\n", s,
+                  fi_strerror(ee.err));
+      return 0;
+    }
+    if (s > 30) die("silent-a: the send to a silent peer still waits after 30 s");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string role = argc > 1 ? argv[1] : "";
+  if (role == "silent-a" || role == "silent-b") {
+    if (argc != 8) die("usage: weft_netns_peer %s rdm <own address> <own port> <peer address> "
+                       "<peer port> <dir>", role.c_str());
+    host h;
+    h.getinfo(argv[2], argv[3], argv[4]);
+    return silent(h, role, argv[5], argv[6], argv[7]);
+  }
   if (role == "crash-a" || role == "crash-b" || role == "crash-b2") {
     if (argc != 8) die("usage: weft_netns_peer %s rdm <own address> <own port> <peer address> "
                        "<peer port> <dir>", role.c_str());

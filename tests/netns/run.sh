@@ -143,5 +143,34 @@ rc=$?
 server_pid=
 [ "$rc" = 0 ] || { echo "FAIL (crash): server exit status $rc"; status=1; }
 
-[ "$status" = 0 ] && echo "PASS: rdm and msg between two namespaces, and a host that came back"
+# A host that goes silent: its link cut while its process lives on, so no
+# end of stream and no reset ever arrive. With FI_TCP_KEEPALIVE=1 a send
+# waiting for its delivery acknowledgement fails within seconds.
+silent=$work/silent
+mkdir -p "$silent"
+ip netns exec "$ns_c" env FI_TCP_IFACE=veth-cli FI_TCP_KEEPALIVE=1 "$peer" silent-b rdm \
+  10.91.0.2 7492 10.91.0.1 7491 "$silent" &
+peer_pid=$!
+timeout 45 ip netns exec "$ns_a" env FI_TCP_IFACE=veth-srv FI_TCP_KEEPALIVE=1 "$peer" silent-a \
+  rdm 10.91.0.1 7491 10.91.0.2 7492 "$silent" &
+server_pid=$!
+for _ in $(seq 400); do
+  [ -e "$silent/b-pinged" ] && break
+  kill -0 "$server_pid" 2>/dev/null && kill -0 "$peer_pid" 2>/dev/null || break
+  sleep 0.05
+done
+if [ -e "$silent/b-pinged" ]; then
+  ip -n "$ns_c" link set veth-cli down
+  touch "$silent/cut"
+else
+  echo "FAIL (silent): the peer never got the first message"
+  status=1
+fi
+wait "$server_pid"
+rc=$?
+server_pid=
+[ "$rc" = 0 ] || { echo "FAIL (silent): exit status $rc"; status=1; }
+kill -9 "$peer_pid" 2>/dev/null; wait "$peer_pid" 2>/dev/null; peer_pid=
+
+[ "$status" = 0 ] && echo "PASS: rdm and msg between two namespaces, a host that came back, a host that went silent"
 exit "$status"

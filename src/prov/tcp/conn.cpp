@@ -84,10 +84,26 @@ util::unique_fd stream_socket(int family) noexcept {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "cannot open a TCP socket: %s", std::strerror(errno));
     return s;
   }
+  tune_stream(s.get());
+  return s;
+}
+
+void tune_stream(int fd) noexcept {
   // Small messages leave at once: the provider gathers what it queues itself.
   int one = 1;
-  ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return s;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  int idle = cfg().keepalive_s;
+  if (idle <= 0) return;
+  // Idle for `idle` s: three probes `interval` s apart, then the kernel
+  // fails the socket (ETIMEDOUT on the next read or poll). Data unacknowledged
+  // for as long fails it the same way.
+  int interval = std::max(1, idle / 2), probes = 3;
+  unsigned user_timeout_ms = static_cast<unsigned>(idle + probes * interval) * 1000u;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
 }
 
 errc listen_socket(const sockaddr* addr, int backlog, util::unique_fd& out) noexcept {

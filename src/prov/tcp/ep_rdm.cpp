@@ -160,8 +160,7 @@ void endpoint::accept_incoming() noexcept {
       return;
     }
     util::unique_fd s{fd};
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    tune_stream(fd);
     std::unique_ptr<conn> c;
     try {
       c = std::make_unique<conn>(std::move(s), false, limits_);

@@ -63,6 +63,10 @@ fi_provider* weft_tcp_provider() noexcept {
     fi_param_define(p, "conn_timeout", FI_PARAM_INT,
                     "Milliseconds a connection may take to be established, handshake included, "
                     "before its operations fail with FI_ETIMEDOUT (default: 10000)");
+    fi_param_define(p, "keepalive", FI_PARAM_INT,
+                    "Seconds a connection may stay silent before the peer is probed; a peer "
+                    "that does not answer (its host is gone) fails the connection after about "
+                    "2.5 times as long, unacknowledged data too. 0: never (default: 10)");
     fi_param_define(p, "unexp_limit", FI_PARAM_SIZE_T,
                     "Bytes of unexpected messages an endpoint buffers before it stops reading "
                     "from its peers until receives are posted (default: 268435456)");
@@ -70,6 +74,9 @@ fi_provider* weft_tcp_provider() noexcept {
     if (fi_param_get_str(p, "iface", &value) == 0 && value) the_config.iface = value;
     int ms = 0;
     if (fi_param_get_int(p, "conn_timeout", &ms) == 0 && ms > 0) the_config.conn_timeout_ms = ms;
+    int keepalive = 0;
+    if (fi_param_get_int(p, "keepalive", &keepalive) == 0 && keepalive >= 0)
+      the_config.keepalive_s = keepalive;
     size_t limit = 0;
     if (fi_param_get_size_t(p, "unexp_limit", &limit) == 0 && limit > 0)
       the_config.unexp_limit = limit;

@@ -303,8 +303,7 @@ void pep::accept_all() noexcept {
       return;
     }
     util::unique_fd s{fd};
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    tune_stream(fd);
     try {
       auto r = std::make_unique<connreq>();
       r->fid.fclass = FI_CLASS_CONNREQ;

@@ -50,6 +50,7 @@ struct config {
   std::string iface;            // FI_TCP_IFACE: restrict to this interface; empty: all
   int conn_timeout_ms = 10000;  // FI_TCP_CONN_TIMEOUT: connect + handshake deadline
   size_t unexp_limit = size_t{256} << 20;  // FI_TCP_UNEXP_LIMIT: bytes buffered per endpoint
+  int keepalive_s = 10;  // FI_TCP_KEEPALIVE: a silent peer is given up after about 2.5x this
 };
 const config& cfg() noexcept;
 fi_provider& provider() noexcept;
@@ -99,6 +100,11 @@ bool sockaddr_of(const peer_name& n, sockaddr_storage& out) noexcept;
 
 // A non-blocking TCP socket with TCP_NODELAY; invalid (logged) on failure.
 util::unique_fd stream_socket(int family) noexcept;
+// The options every connection's socket carries (accepted ones included):
+// TCP_NODELAY, and keepalive probes plus a bound on unacknowledged data
+// (TCP_USER_TIMEOUT) from FI_TCP_KEEPALIVE, so a peer whose host vanished
+// without a word fails its connection instead of holding it forever.
+void tune_stream(int fd) noexcept;
 // A listening socket bound to `addr` (port 0: any); errc of the failure.
 errc listen_socket(const sockaddr* addr, int backlog, util::unique_fd& out) noexcept;
 errc errc_of_errno(int e) noexcept;
