@@ -127,6 +127,11 @@ tx_pool::tx_pool(size_t n) : slab_(std::make_unique<tx_entry[]>(n)), avail_(0) {
 
 // ---- the connection ----
 
+// What an idle connection costs in this process: the object and its staging
+// buffer (the transmit entries belong to the endpoint's pool, the socket
+// buffers to the kernel). Kept under 64 KiB so thousands of peers stay cheap.
+static_assert(sizeof(conn) + conn::staging <= 64 * 1024);
+
 conn::conn(util::unique_fd s, bool is_active, const frame_limits& lim)
     : reader(lim),
       state(is_active ? conn_state::connecting : conn_state::handshake),
