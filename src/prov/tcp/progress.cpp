@@ -36,6 +36,18 @@ bool endpoint::run_progress() noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
   if (!enabled_) return true;
   complete_deferred<Lock>();
+  // One peer, nothing queued to it: read its socket directly, and ask epoll
+  // (new connections, deadlines, errors) only every epoll_every calls. A
+  // polled message then costs one recv instead of epoll_wait and recv.
+  if (conn* c = conns_; c && !c->next && c->state == conn_state::connected && c->tx_idle() &&
+                        !c->stalled && c->fd() >= 0 && stalled_.empty() && !sweep_needed_) {
+    if (++direct_polls_ < epoll_every) {
+      pump<Lock>(*c);
+      if (sweep_needed_) sweep();
+      return true;
+    }
+    direct_polls_ = 0;
+  }
   epoll_event evs[32];
   int n = epoll_wait(epoll_.get(), evs, 32, 0);
   bool timer = false;

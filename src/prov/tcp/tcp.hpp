@@ -595,6 +595,9 @@ class endpoint : public util::endpoint_object<endpoint> {
   conn* conns_ = nullptr;  // every connection, linked through next/prev
   std::vector<conn*> stalled_, stalled_work_;
   bool sweep_needed_ = false;
+  // Progress calls since the last epoll_wait while one peer is read directly.
+  static constexpr uint32_t epoll_every = 16;
+  uint32_t direct_polls_ = 0;
   // RDM
   util::unique_fd listener_;
   sockaddr_storage local_{};
