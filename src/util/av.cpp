@@ -2,12 +2,10 @@
 // weft — the address vector.
 #include "util/av.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
-#include <functional>
+#include <cstring>
 #include <string>
 
 #include "core/log.hpp"
@@ -15,203 +13,6 @@
 #include "util/nosys.hpp"
 
 namespace weft::util {
-
-// ---- zeroed_block --------------------------------------------------------
-
-zeroed_block::zeroed_block(size_t bytes) {
-  if (bytes < huge) {
-    p_ = std::calloc(1, bytes);
-    if (!p_) throw std::bad_alloc{};
-    bytes_ = bytes;
-    return;
-  }
-  // Over-map by 2 MiB and trim, so the block starts on a huge-page boundary.
-  size_t size = (bytes + huge - 1) & ~(huge - 1);
-  void* raw =
-      mmap(nullptr, size + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) throw std::bad_alloc{};
-  auto base = reinterpret_cast<uintptr_t>(raw);
-  uintptr_t aligned = (base + huge - 1) & ~(huge - 1);
-  if (aligned > base) munmap(raw, aligned - base);
-  if (size_t tail = base + size + huge - (aligned + size))
-    munmap(reinterpret_cast<void*>(aligned + size), tail);
-  p_ = reinterpret_cast<void*>(aligned);
-  bytes_ = size;
-  madvise(p_, size, MADV_HUGEPAGE);  // a request: without THP, plain pages
-}
-
-zeroed_block::~zeroed_block() {
-  if (!p_) return;
-  if (bytes_ < huge)
-    std::free(p_);
-  else
-    munmap(p_, bytes_);
-}
-
-// ---- av_table ----------------------------------------------------------
-
-namespace {
-
-template <size_t N>
-bool equal_n(const uint8_t* a, const uint8_t* b, size_t) noexcept {
-  return std::memcmp(a, b, N) == 0;
-}
-bool equal_any(const uint8_t* a, const uint8_t* b, size_t size) noexcept {
-  return std::memcmp(a, b, size) == 0;
-}
-
-}  // namespace
-
-av_table::av_table(const av_codec& codec)
-    : codec_(codec),
-      entry_size_(codec.entry_size),
-      live_offset_(codec.live_offset),
-      equal_(entry_size_ == 6    ? equal_n<6>
-             : entry_size_ == 22 ? equal_n<22>
-                                 : equal_any) {}
-
-av_table::~av_table() = default;
-
-size_t av_table::bytes() const noexcept {
-  size_t b = chunks_.size() * chunk_entries * entry_size_;
-  b += chunks_.capacity() * sizeof(chunks_[0]);
-  b += dirs_bytes_ + dirs_.capacity() * sizeof(dirs_[0]);
-  b += block_.bytes();
-  b += free_.capacity() * sizeof(uint32_t);
-  return b;
-}
-
-void av_table::reserve(size_t n) {
-  size_t fresh = n > free_.size() ? n - free_.size() : 0;
-  size_t need = size_t{bound_.load(std::memory_order_relaxed)} + fresh;
-  if (need > chunks_.size() * chunk_entries) grow_chunks(need);
-  uint64_t want = 2 * uint64_t{live() + n};
-  if (want > cap_) {
-    uint64_t c = std::max<uint64_t>({want, cap_ + cap_ / 5, 64});
-    // Whole huge pages once the index is that large, else 64-slot steps.
-    uint64_t step = c * sizeof(uint32_t) >= zeroed_block::huge ? zeroed_block::huge / 4 : 64;
-    rehash((c + step - 1) / step * step);
-  }
-}
-
-void av_table::grow_chunks(size_t entries) {
-  size_t want = (entries + chunk_entries - 1) >> chunk_shift;
-  size_t have = chunks_.size();
-  // Allocate everything first; the commit below cannot throw.
-  std::vector<std::unique_ptr<uint8_t[]>> fresh;
-  fresh.reserve(want - have);
-  for (size_t i = have; i < want; ++i)
-    fresh.push_back(std::make_unique<uint8_t[]>(size_t{chunk_entries} * entry_size_));  // zeroed
-  chunks_.reserve(want);
-  std::unique_ptr<uint8_t*[]> bigger;
-  size_t bigger_cap = 0;
-  if (want > dir_cap_) {
-    bigger_cap = std::max<size_t>({want, dir_cap_ * 2, 4});
-    bigger = std::make_unique<uint8_t*[]>(bigger_cap);
-    dirs_.reserve(dirs_.size() + 1);
-  }
-
-  uint8_t** dir = bigger ? bigger.get() : dirs_.back().get();
-  if (bigger && have) std::copy_n(dirs_.back().get(), have, dir);
-  for (auto& c : fresh) {
-    dir[chunks_.size()] = c.get();  // beyond bound_: no reader looks here yet
-    chunks_.push_back(std::move(c));
-  }
-  if (bigger) {
-    dirs_.push_back(std::move(bigger));
-    dir_cap_ = bigger_cap;
-    dirs_bytes_ += bigger_cap * sizeof(uint8_t*);
-    dir_.store(dir, std::memory_order_release);
-  }
-}
-
-void av_table::rehash(uint64_t new_cap) {
-  zeroed_block fresh(new_cap * sizeof(uint32_t));
-  block_ = std::move(fresh);
-  slots_ = static_cast<uint32_t*>(block_.get());
-  cap_ = new_cap;
-  // Entries in order, homes computed a group ahead and their slots
-  // prefetched: the misses overlap instead of queueing behind each probe.
-  uint32_t bound = bound_.load(std::memory_order_relaxed);
-  constexpr uint32_t group = 16;
-  uint64_t homes[group];
-  for (uint32_t base = 0; base < bound; base += group) {
-    uint32_t n = std::min(group, bound - base);
-    for (uint32_t k = 0; k < n; ++k) {
-      const uint8_t* e = slot_of(base + k);
-      homes[k] = (e[live_offset_] | e[live_offset_ + 1]) ? home(e) : cap_;
-      if (homes[k] != cap_) __builtin_prefetch(&slots_[homes[k]], 1);
-    }
-    for (uint32_t k = 0; k < n; ++k)
-      if (homes[k] != cap_) index_insert_at(base + k, homes[k]);
-  }
-}
-
-void av_table::index_insert_at(uint32_t i, uint64_t pos) noexcept {
-  // No duplicate check (fi_av(3) leaves duplicates undefined): finding a
-  // free slot reads only the index, never other entries.
-  while (slots_[pos]) pos = next(pos);
-  slots_[pos] = i + 1;
-}
-
-void av_table::prefetch(const uint8_t* entry) const noexcept {
-  if (cap_) __builtin_prefetch(&slots_[home(entry)], 1);
-}
-
-uint32_t av_table::add(const uint8_t* entry) noexcept {
-  uint32_t bound = bound_.load(std::memory_order_relaxed);
-  uint32_t i = bound;
-  if (!free_.empty()) {
-    std::pop_heap(free_.begin(), free_.end(), std::greater<>{});
-    i = free_.back();
-    free_.pop_back();
-  }
-  uint8_t* dst = slot_of(i);
-  std::memcpy(dst, entry, entry_size_);
-  index_insert_at(i, home(dst));
-  live_.store(live() + 1, std::memory_order_relaxed);  // one writer at a time
-  // Publishes the entry to lock-free readers of get().
-  if (i == bound) bound_.store(bound + 1, std::memory_order_release);
-  return i;
-}
-
-bool av_table::remove(uint64_t i) noexcept {
-  if (!get(i)) return false;
-  uint32_t idx = static_cast<uint32_t>(i);
-  uint8_t* e = slot_of(idx);
-  uint64_t hole = home(e);
-  while (slots_[hole] != idx + 1) hole = next(hole);
-  // Backward-shift deletion: pull later members of the probe run into the
-  // hole unless that would put one before its home slot.
-  for (uint64_t j = next(hole);; j = next(j)) {
-    uint32_t s = slots_[j];
-    if (!s) break;
-    uint64_t h = home(slot_of(s - 1));
-    bool stays = hole <= j ? (hole < h && h <= j) : (hole < h || h <= j);
-    if (stays) continue;
-    slots_[hole] = s;
-    hole = j;
-  }
-  slots_[hole] = 0;
-  std::memset(e, 0, entry_size_);
-  live_.store(live() - 1, std::memory_order_relaxed);
-  free_.push_back(idx);  // capacity reserved by the caller (reserve_removals)
-  std::push_heap(free_.begin(), free_.end(), std::greater<>{});
-  return true;
-}
-
-void av_table::reserve_removals(size_t n) {
-  free_.reserve(free_.size() + std::min(n, live()));
-}
-
-uint32_t av_table::find(const uint8_t* entry) const noexcept {
-  if (!cap_) return none;
-  for (uint64_t pos = home(entry);; pos = next(pos)) {
-    uint32_t s = slots_[pos];
-    if (!s) return none;
-    if (equal_(slot_of(s - 1), entry, entry_size_)) return s - 1;
-  }
-}
 
 // ---- av: the ops table -------------------------------------------------
 
@@ -251,6 +52,10 @@ struct av_ops {
   static const char* straddr(fid_av* a, const void* addr, char* buf, size_t* len) noexcept {
     return self(a)->straddr(addr, buf, len);
   }
+  static int set_user_id(fid_av* a, fi_addr_t fi_addr, fi_addr_t user_id,
+                         uint64_t flags) noexcept {
+    return abi_guard([&] { return self(a)->template set_user_id<Lock>(fi_addr, user_id, flags); });
+  }
   static constexpr fi_ops_av table = {
       .size = sizeof(fi_ops_av),
       .insert = insert,
@@ -262,7 +67,7 @@ struct av_ops {
       WEFT_NOSYS(fi_ops_av, av_set),
       WEFT_NOSYS(fi_ops_av, insert_auth_key),
       WEFT_NOSYS(fi_ops_av, lookup_auth_key),
-      WEFT_NOSYS(fi_ops_av, set_user_id),
+      .set_user_id = set_user_id,
   };
 };
 
@@ -271,9 +76,10 @@ struct av_ops {
 constexpr size_t count_hint_cap = size_t{1} << 22;
 
 // fi_av_insert with FI_SYNC_ERR: context is an int array of per-address
-// results; fi_av_remove and friends take no other flags.
-constexpr uint64_t insert_flags = FI_MORE | FI_SYNC_ERR;
-constexpr uint64_t open_flags = FI_EVENT | FI_READ | FI_SYMMETRIC;
+// results; with FI_AV_USER_ID, fi_addr carries the user ids in. fi_av_remove
+// and friends take no flags. FI_AV_USER_ID at open announces user ids.
+constexpr uint64_t insert_flags = FI_MORE | FI_SYNC_ERR | FI_AV_USER_ID;
+constexpr uint64_t open_flags = FI_EVENT | FI_READ | FI_SYMMETRIC | FI_AV_USER_ID;
 
 }  // namespace
 
@@ -310,6 +116,10 @@ int av::open(domain& dom, fi_av_attr* attr, fid_av** out, void* context) noexcep
     WEFT_WARN(prov, FI_LOG_AV, "rx_ctx_bits %d: scalable endpoints are not supported",
               attr->rx_ctx_bits);
     return to_fi(attr->rx_ctx_bits < 0 ? errc::inval : errc::nosys);
+  }
+  if ((attr->flags & FI_AV_USER_ID) && !(dom.caps() & FI_AV_USER_ID)) {
+    WEFT_WARN(prov, FI_LOG_AV, "FI_AV_USER_ID needs a domain opened with that capability");
+    return to_fi(errc::badflags);
   }
   if ((attr->flags & FI_READ) && !attr->name) {
     WEFT_WARN(prov, FI_LOG_AV, "FI_READ opens an existing named AV, and no name was given");
@@ -349,6 +159,7 @@ av::av(domain& dom, const av_codec& codec, const fi_av_attr& attr, void* context
   else
     install.template operator()<mutex_lock>();
   table_.reserve(std::min(attr.count, count_hint_cap));
+  if (attr.flags & FI_AV_USER_ID) table_.enable_ids();
 }
 
 av::~av() = default;
@@ -415,6 +226,33 @@ int av::lookup(fi_addr_t fi_addr, void* addr, size_t* addrlen) {
   return 0;
 }
 
+bool av::user_ids_offered() const noexcept {
+  // Only a provider that reports them has the capability, and only a domain
+  // opened with it (fi_getinfo(3)) may use it.
+  if (domain_->caps() & FI_AV_USER_ID) return true;
+  WEFT_WARN(prov_of(this), FI_LOG_AV, "user ids need a domain opened with FI_AV_USER_ID");
+  return false;
+}
+
+template <class Lock>
+int av::set_user_id(fi_addr_t fi_addr, fi_addr_t user_id, uint64_t flags) {
+  if (!user_ids_offered()) return to_fi(errc::nosys);
+  if (flags) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_set_user_id flags are reserved, got %#llx",
+              static_cast<unsigned long long>(flags));
+    return to_fi(errc::badflags);
+  }
+  [[maybe_unused]] auto g = guard<Lock>();
+  if (!table_.get(fi_addr)) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_set_user_id: %#llx is not an address of this AV",
+              static_cast<unsigned long long>(fi_addr));
+    return to_fi(errc::inval);
+  }
+  table_.enable_ids();  // bad_alloc: -FI_ENOMEM from the thunk
+  table_.set_user_id(static_cast<uint32_t>(fi_addr), user_id);
+  return 0;
+}
+
 template <class Lock>
 int av::remove(fi_addr_t* fi_addr, size_t count, uint64_t flags) {
   if (flags) {
@@ -442,12 +280,16 @@ int av::remove(fi_addr_t* fi_addr, size_t count, uint64_t flags) {
   return to_fi(errc::inval);
 }
 
-int av::check_insert_flags(uint64_t flags, void* context) const noexcept {
+int av::check_insert_flags(uint64_t flags, void* context, const fi_addr_t* fi_addr) const noexcept {
   if (flags & ~insert_flags) {
-    WEFT_WARN(prov_of(this), FI_LOG_AV, "unsupported insert flags %#llx%s",
-              static_cast<unsigned long long>(flags & ~insert_flags),
-              (flags & FI_AV_USER_ID) ? " (FI_AV_USER_ID)" : "");
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "unsupported insert flags %#llx",
+              static_cast<unsigned long long>(flags & ~insert_flags));
     return to_fi(errc::badflags);
+  }
+  if ((flags & FI_AV_USER_ID) && !user_ids_offered()) return to_fi(errc::badflags);
+  if ((flags & FI_AV_USER_ID) && !fi_addr) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "FI_AV_USER_ID needs the user ids in fi_addr");
+    return to_fi(errc::inval);
   }
   if ((flags & FI_SYNC_ERR) && events_) {
     WEFT_WARN(prov_of(this), FI_LOG_AV, "FI_SYNC_ERR on an AV opened with FI_EVENT");
@@ -475,9 +317,11 @@ int av::add_all(size_t n, Source&& source, fi_addr_t* fi_addr, uint64_t flags, v
     }
     return to_fi(code);
   };
+  const bool user_ids = flags & FI_AV_USER_ID;
   [[maybe_unused]] auto g = guard<Lock>();
   try {
     table_.reserve(n);
+    if (user_ids) table_.enable_ids();
   } catch (const std::bad_alloc&) {
     WEFT_WARN(prov_of(this), FI_LOG_AV, "out of memory growing the AV by %zu entries", n);
     return fail_all(errc::nomem);
@@ -500,6 +344,7 @@ int av::add_all(size_t n, Source&& source, fi_addr_t* fi_addr, uint64_t flags, v
       fi_addr_t a = FI_ADDR_NOTAVAIL;
       if (!err[k]) {
         a = table_.add(&buf[k * size]);
+        if (user_ids) table_.set_user_id(static_cast<uint32_t>(a), fi_addr[i]);  // read, then replaced
         ++ok;
       } else {
         if (!bad++) first_err = err[k];
@@ -550,7 +395,7 @@ int av::report(size_t n, const std::vector<std::pair<size_t, int>>& failed, size
 
 template <class Lock>
 int av::insert(const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags, void* context) {
-  if (int rc = check_insert_flags(flags, context)) return rc;
+  if (int rc = check_insert_flags(flags, context, fi_addr)) return rc;
   if (!count) return events_ ? report<Lock>(0, {}, 0, fi_addr, context) : 0;
   if (!addr || (!fi_addr && type_ == FI_AV_MAP) || count > INT_MAX) {
     WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_insert: %s",
@@ -584,7 +429,7 @@ int av::add_resolved(const std::vector<uint8_t>& entries, const std::vector<int>
 template <class Lock>
 int av::insertsvc(const char* node, const char* service, fi_addr_t* fi_addr, uint64_t flags,
                   void* context) {
-  if (int rc = check_insert_flags(flags, context)) return rc;
+  if (int rc = check_insert_flags(flags, context, fi_addr)) return rc;
   if (!codec_->resolve) return to_fi(errc::nosys);
   bool addr_str = node && std::strstr(node, "://");
   if (!node || addr_str == (service != nullptr) || (!fi_addr && type_ == FI_AV_MAP)) {
@@ -608,7 +453,7 @@ int av::insertsvc(const char* node, const char* service, fi_addr_t* fi_addr, uin
 template <class Lock>
 int av::insertsym(const char* node, size_t nodecnt, const char* service, size_t svccnt,
                   fi_addr_t* fi_addr, uint64_t flags, void* context) {
-  if (int rc = check_insert_flags(flags, context)) return rc;
+  if (int rc = check_insert_flags(flags, context, fi_addr)) return rc;
   if (!codec_->resolve || !codec_->step_node) return to_fi(errc::nosys);
   const fi_provider* prov = prov_of(this);
   if (!node || !service || (!fi_addr && type_ == FI_AV_MAP)) {

@@ -136,14 +136,37 @@ class av_table {
   // The index holding an entry equal to `entry`, or none. O(1) expected.
   uint32_t find(const uint8_t* entry) const noexcept;
 
+  // User ids (FI_AV_USER_ID). Stored only once the first is set: until then
+  // every entry's id is its index and no memory is spent on them.
+  // enable_ids() throws bad_alloc with nothing changed; set_user_id takes a
+  // live index. Writers serialise as for add().
+  void enable_ids();
+  bool ids_enabled() const noexcept { return ids_on_.load(std::memory_order_acquire); }
+  void set_user_id(uint32_t i, fi_addr_t id) noexcept;
+  // The id of index i (i itself when none was set, or when i is not an index
+  // this table handed out, FI_ADDR_NOTAVAIL included). Lock-free, O(1).
+  fi_addr_t user_id(uint64_t i) const noexcept {
+    if (!ids_on_.load(std::memory_order_acquire) || i >= bound_.load(std::memory_order_acquire))
+      return i;
+    fi_addr_t* ids = dir_.load(std::memory_order_acquire)[i >> chunk_shift].ids;
+    if (!ids) return i;
+    return std::atomic_ref<fi_addr_t>(ids[i & (chunk_entries - 1)]).load(std::memory_order_relaxed);
+  }
+
   size_t live() const noexcept { return live_.load(std::memory_order_relaxed); }
   // Memory held by the table, from container capacities (not just use).
   size_t bytes() const noexcept;
 
  private:
+  // One chunk as readers find it: its entries and, once user ids are on,
+  // its ids.
+  struct chunk_ref {
+    uint8_t* entries;
+    fi_addr_t* ids;
+  };
   const uint8_t* slot_of(uint32_t i) const noexcept {
-    const uint8_t* const* dir = dir_.load(std::memory_order_acquire);
-    return dir[i >> chunk_shift] + size_t{i & (chunk_entries - 1)} * entry_size_;
+    const chunk_ref* dir = dir_.load(std::memory_order_acquire);
+    return dir[i >> chunk_shift].entries + size_t{i & (chunk_entries - 1)} * entry_size_;
   }
   uint8_t* slot_of(uint32_t i) noexcept {
     return const_cast<uint8_t*>(std::as_const(*this).slot_of(i));
@@ -165,11 +188,13 @@ class av_table {
 
   // Entries: the directory readers see, every directory ever published (the
   // last is current), and the chunks.
-  std::atomic<uint8_t* const*> dir_{nullptr};
-  std::vector<std::unique_ptr<uint8_t*[]>> dirs_;
+  std::atomic<const chunk_ref*> dir_{nullptr};
+  std::vector<std::unique_ptr<chunk_ref[]>> dirs_;
   size_t dir_cap_ = 0;
   size_t dirs_bytes_ = 0;
   std::vector<std::unique_ptr<uint8_t[]>> chunks_;
+  std::vector<std::unique_ptr<fi_addr_t[]>> id_chunks_;  // parallel to chunks_ once ids are on
+  std::atomic<bool> ids_on_{false};
   std::atomic<uint32_t> bound_{0};  // indices ever handed out
   // Removed indices, a min-heap: the man page places an insert at the
   // lowest unused index.
@@ -200,6 +225,10 @@ class av : public fid_object<av, fid_av> {
   // source address); FI_ADDR_NOTAVAIL when unknown. Takes the writers' lock
   // under a locking policy: the policy's variant is chosen at open.
   fi_addr_t reverse(const uint8_t* e) const noexcept { return reverse_(*this, e); }
+  // What a completion reports as the source fi_addr a: the user id given
+  // with FI_AV_USER_ID or fi_av_set_user_id, else a itself (FI_ADDR_NOTAVAIL
+  // stays). Lock-free; one predictable branch while no user id is set.
+  fi_addr_t report(fi_addr_t a) const noexcept { return table_.user_id(a); }
   const av_codec& codec() const noexcept { return *codec_; }
   // Live addresses.
   size_t count() const noexcept { return table_.live(); }
@@ -220,6 +249,8 @@ class av : public fid_object<av, fid_av> {
   int remove(fi_addr_t* fi_addr, size_t count, uint64_t flags);
   template <class Lock>
   int lookup(fi_addr_t fi_addr, void* addr, size_t* addrlen);
+  template <class Lock>
+  int set_user_id(fi_addr_t fi_addr, fi_addr_t user_id, uint64_t flags);
   const char* straddr(const void* addr, char* buf, size_t* len) noexcept;
 
   int bind(struct fid* bfid, uint64_t flags);
@@ -235,7 +266,8 @@ class av : public fid_object<av, fid_av> {
   }
   template <class Lock>
   static fi_addr_t reverse_as(const av& self, const uint8_t* e) noexcept;
-  int check_insert_flags(uint64_t flags, void* context) const noexcept;
+  int check_insert_flags(uint64_t flags, void* context, const fi_addr_t* fi_addr) const noexcept;
+  bool user_ids_offered() const noexcept;  // logs when not
   // Adds n addresses; source(i, entry) encodes the i-th into `entry` and
   // returns 0 or a positive FI_E* code. Reports per fi_av(3), and logs the
   // failures unless the caller `warned` already.

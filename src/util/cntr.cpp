@@ -50,6 +50,54 @@ struct cntr_ops {
   };
 };
 
+// The fi_ops_cntr table of a peer counter: the owner reads (which drives
+// progress and passes the counts on); nothing else applies.
+template <class Lock>
+struct peer_cntr_ops {
+  static uint64_t read(fid_cntr* c) noexcept { return cntr::from(c)->peer_read<Lock>(); }
+  static uint64_t readerr(fid_cntr* c) noexcept {
+    cntr::from(c)->peer_read<Lock>();
+    return cntr::from(c)->errors();
+  }
+  static int refuse(fid_cntr* c, const char* what) noexcept {
+    WEFT_WARN(cntr::from(c)->dom().provider(), FI_LOG_CNTR, "%s on a peer counter: its owner counts",
+              what);
+    return to_fi(errc::nosys);
+  }
+  static int add(fid_cntr* c, uint64_t) noexcept { return refuse(c, "fi_cntr_add"); }
+  static int set(fid_cntr* c, uint64_t) noexcept { return refuse(c, "fi_cntr_set"); }
+  static int wait(fid_cntr* c, uint64_t, int) noexcept { return refuse(c, "fi_cntr_wait"); }
+  static int adderr(fid_cntr* c, uint64_t) noexcept { return refuse(c, "fi_cntr_adderr"); }
+  static int seterr(fid_cntr* c, uint64_t) noexcept { return refuse(c, "fi_cntr_seterr"); }
+  static constexpr fi_ops_cntr table = {
+      .size = sizeof(fi_ops_cntr),
+      .read = read,
+      .readerr = readerr,
+      .add = add,
+      .set = set,
+      .wait = wait,
+      .adderr = adderr,
+      .seterr = seterr,
+  };
+};
+
+// The owner's fid_peer_cntr from fi_cntr_open's context, or null (logged).
+fid_peer_cntr* peer_owner(const fi_provider* prov, void* context) noexcept {
+  auto* pc = static_cast<fi_peer_cntr_context*>(context);
+  const char* why = !pc                                      ? "no fi_peer_cntr_context"
+                    : pc->size < sizeof(fi_peer_cntr_context) ? "fi_peer_cntr_context too small"
+                    : !pc->cntr                              ? "no fid_peer_cntr"
+                    : !pc->cntr->owner_ops || pc->cntr->owner_ops->size < sizeof(fi_ops_cntr_owner) ||
+                            !pc->cntr->owner_ops->inc || !pc->cntr->owner_ops->incerr
+                        ? "owner_ops without inc/incerr"
+                        : nullptr;
+  if (why) {
+    WEFT_WARN(prov, FI_LOG_CNTR, "fi_cntr_open with FI_PEER: %s in the context", why);
+    return nullptr;
+  }
+  return pc->cntr;
+}
+
 // What fi_cntr_open accepts as a wait object (fi_cntr(3) lists NONE, UNSPEC,
 // SET, FD, MUTEX_COND and YIELD). Returns ok, or the error to answer; `set`
 // receives the wait set for FI_WAIT_SET.
@@ -108,11 +156,13 @@ int cntr::open(domain& dom, fi_cntr_attr* attr, fid_cntr** out, void* context) n
               known ? "(FI_CNTR_EVENTS_BYTES) are not supported" : "are unknown");
     return to_fi(known ? errc::nosys : errc::inval);
   }
-  if (a.flags) {
-    WEFT_WARN(prov, FI_LOG_CNTR, "counter flags are reserved and must be 0, not 0x%llx",
+  if (a.flags & ~static_cast<uint64_t>(FI_PEER)) {
+    WEFT_WARN(prov, FI_LOG_CNTR, "counter flags other than FI_PEER are reserved, not 0x%llx",
               static_cast<unsigned long long>(a.flags));
     return to_fi(errc::badflags);
   }
+  fid_peer_cntr* owner = nullptr;
+  if ((a.flags & FI_PEER) && !(owner = peer_owner(prov, context))) return to_fi(errc::inval);
   wait_set* set = nullptr;
   if (errc e = check_wait_obj(dom, a, &set); e != errc::ok) return to_fi(e);
   return abi_guard([&]() -> int {
@@ -131,8 +181,11 @@ int cntr::open(domain& dom, fi_cntr_attr* attr, fid_cntr** out, void* context) n
       // The set may have a sleeper at any time: every update notifies it.
       c->waiters_.fetch_add(1, std::memory_order_seq_cst);
     }
+    c->owner_ = owner;
     c->ops = const_cast<fi_ops_cntr*>(
-        with_lock_policy(dom.lock_threading(), []<class Lock>() { return &cntr_ops<Lock>::table; }));
+        with_lock_policy(dom.lock_threading(), [&]<class Lock>() -> const fi_ops_cntr* {
+          return owner ? &peer_cntr_ops<Lock>::table : &cntr_ops<Lock>::table;
+        }));
     *out = c.release();
     return 0;
   });
@@ -253,6 +306,20 @@ int cntr::wait(uint64_t threshold, int timeout) noexcept {
   waiters_.fetch_sub(1, std::memory_order_seq_cst);
   return ret;
 }
+
+template <class Lock>
+uint64_t cntr::peer_read() noexcept {
+  progress_.run<Lock>();
+  std::lock_guard g{owner_mutex_};  // not the data path: the owner polling
+  uint64_t c = count(), e = errors();
+  fi_ops_cntr_owner* ops = owner_->owner_ops;
+  for (; passed_count_ < c; ++passed_count_) ops->inc(owner_);
+  for (; passed_errors_ < e; ++passed_errors_) ops->incerr(owner_);
+  return c;
+}
+
+template uint64_t cntr::peer_read<null_lock>() noexcept;
+template uint64_t cntr::peer_read<mutex_lock>() noexcept;
 
 int cntr::control(int command, void* arg) {
   auto* prov = domain_->provider();

@@ -8,12 +8,20 @@
 // FI_GETWAIT, or a wait set the counter belongs to), like cq::wake(). The
 // paths that run manual progress (read, readerr, wait) are instantiated per
 // lock policy and the matching ops table is installed at open.
+//
+// A peer counter (fi_peer(3): fi_cntr_open with FI_PEER and a
+// fi_peer_cntr_context) counts the same way, with another ops table: the
+// owner's fi_cntr_read / fi_cntr_readerr drive progress and then pass what
+// was counted since the last call to the owner's inc / incerr. The counter's
+// value belongs to the owner: add, set and wait are -FI_ENOSYS.
 #pragma once
 
 #include <rdma/fi_eq.h>
+#include <rdma/providers/fi_peer.h>
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 
 #include "util/domain.hpp"
 #include "util/lock.hpp"
@@ -84,6 +92,11 @@ class cntr : public fid_object<cntr, fid_cntr> {
     progress_.run<Lock>();
     return errors();
   }
+  // Peer counter: progress, then the increments since the last call to the
+  // owner; returns the local count.
+  template <class Lock>
+  uint64_t peer_read() noexcept;
+  fid_peer_cntr* owner() const noexcept { return owner_; }
   int app_add(uint64_t value) noexcept;
   int app_adderr(uint64_t value) noexcept;
   int app_set(uint64_t value) noexcept;
@@ -118,6 +131,9 @@ class cntr : public fid_object<cntr, fid_cntr> {
   ref<domain> domain_;
   fi_wait_obj wait_obj_;
   std::atomic<bool> exported_{false};  // FI_GETWAIT handed the wait object out
+  fid_peer_cntr* owner_ = nullptr;     // FI_PEER: where the counts go
+  std::mutex owner_mutex_;             // one thread passes them on at a time
+  uint64_t passed_count_ = 0, passed_errors_ = 0;  // already given to the owner
   progress_list progress_;
   wait_fd wait_;     // open unless FI_WAIT_NONE or FI_WAIT_YIELD
   mutex_cond cond_;  // FI_WAIT_MUTEX_COND

@@ -96,6 +96,61 @@ struct cq_ops {
   };
 };
 
+// The fi_ops_cq table of a peer CQ: its owner drives progress with
+// fi_cq_read(cq, NULL, 0) and reads nothing; every other read is refused
+// (fi_peer(3)).
+template <class Lock>
+struct peer_cq_ops {
+  static ssize_t read(fid_cq* c, void* buf, size_t count) noexcept {
+    return cq::from(c)->peer_progress<Lock>(buf, count);
+  }
+  static ssize_t readfrom(fid_cq* c, void* buf, size_t count, fi_addr_t*) noexcept {
+    return cq::from(c)->peer_progress<Lock>(buf, count);
+  }
+  static ssize_t refuse(fid_cq* c, const char* what) noexcept {
+    WEFT_WARN(cq::from(c)->dom().provider(), FI_LOG_CQ, "%s on a peer CQ: its owner reads", what);
+    return to_fi(errc::nosys);
+  }
+  static ssize_t readerr(fid_cq* c, fi_cq_err_entry*, uint64_t) noexcept {
+    return refuse(c, "fi_cq_readerr");
+  }
+  static ssize_t sread(fid_cq* c, void*, size_t, const void*, int) noexcept {
+    return refuse(c, "fi_cq_sread");
+  }
+  static ssize_t sreadfrom(fid_cq* c, void*, size_t, fi_addr_t*, const void*, int) noexcept {
+    return refuse(c, "fi_cq_sreadfrom");
+  }
+  static constexpr fi_ops_cq table = {
+      .size = sizeof(fi_ops_cq),
+      .read = read,
+      .readfrom = readfrom,
+      .readerr = readerr,
+      .sread = sread,
+      .sreadfrom = sreadfrom,
+      .signal = cq_ops<Lock, FI_CQ_FORMAT_CONTEXT>::signal,
+      .strerror = cq_ops<Lock, FI_CQ_FORMAT_CONTEXT>::strerror,
+  };
+};
+
+// The owner's fid_peer_cq from fi_cq_open's context, or null (logged) when
+// the context does not describe one.
+fid_peer_cq* peer_owner(const fi_provider* prov, void* context) noexcept {
+  auto* pc = static_cast<fi_peer_cq_context*>(context);
+  const char* why = !pc                                ? "no fi_peer_cq_context"
+                    : pc->size < sizeof(fi_peer_cq_context) ? "fi_peer_cq_context too small"
+                    : !pc->cq                          ? "no fid_peer_cq"
+                    : !pc->cq->owner_ops               ? "no owner_ops"
+                    : pc->cq->owner_ops->size < sizeof(fi_ops_cq_owner) || !pc->cq->owner_ops->write ||
+                            !pc->cq->owner_ops->writeerr
+                        ? "owner_ops without write/writeerr"
+                        : nullptr;
+  if (why) {
+    WEFT_WARN(prov, FI_LOG_CQ, "fi_cq_open with FI_PEER: %s in the context", why);
+    return nullptr;
+  }
+  return pc->cq;
+}
+
 template <class Lock>
 const fi_ops_cq* ops_for(fi_cq_format f) noexcept {
   switch (f) {
@@ -136,11 +191,13 @@ int cq::open(domain& dom, fi_cq_attr* attr, fid_cq** out, void* context) noexcep
     WEFT_WARN(prov, FI_LOG_CQ, "CQ size %zu exceeds the maximum %zu", a.size, max_cq_size);
     return to_fi(errc::inval);
   }
-  if (a.flags & ~static_cast<uint64_t>(FI_AFFINITY)) {
+  if (a.flags & ~static_cast<uint64_t>(FI_AFFINITY | FI_PEER)) {
     WEFT_WARN(prov, FI_LOG_CQ, "unsupported CQ flags 0x%llx",
               static_cast<unsigned long long>(a.flags));
     return to_fi(errc::badflags);
   }
+  fid_peer_cq* owner = nullptr;
+  if ((a.flags & FI_PEER) && !(owner = peer_owner(prov, context))) return to_fi(errc::inval);
   switch (a.wait_obj) {
     case FI_WAIT_NONE:
     case FI_WAIT_UNSPEC:
@@ -169,8 +226,11 @@ int cq::open(domain& dom, fi_cq_attr* attr, fid_cq** out, void* context) noexcep
       // Writers tell the set, so a thread in fi_wait wakes.
       c->signal_on_write_.fetch_add(1, std::memory_order_relaxed);
     }
-    c->ops = const_cast<fi_ops_cq*>(with_lock_policy(
-        dom.lock_threading(), [&]<class Lock>() { return ops_for<Lock>(a.format); }));
+    c->owner_ = owner;
+    c->ops = const_cast<fi_ops_cq*>(
+        with_lock_policy(dom.lock_threading(), [&]<class Lock>() -> const fi_ops_cq* {
+          return owner ? &peer_cq_ops<Lock>::table : ops_for<Lock>(a.format);
+        }));
     *out = c.release();
     return 0;
   });
@@ -325,6 +385,56 @@ ssize_t cq::sread(void* buf, size_t count, fi_addr_t* src, const void* cond,
   signal_on_write_.fetch_sub(1, std::memory_order_acq_rel);
   return ret;
 }
+
+template <class Lock>
+ssize_t cq::peer_progress(const void* buf, size_t count) noexcept {
+  if (buf || count) {
+    WEFT_WARN(domain_->provider(), FI_LOG_CQ,
+              "a peer CQ is read by its owner: fi_cq_read(cq, NULL, 0) only drives progress");
+    return to_fi(errc::nosys);
+  }
+  progress_.run<Lock>();
+  flush_to_owner<Lock>();
+  return 0;
+}
+
+template <class Lock>
+void cq::flush_to_owner() noexcept {
+  // Writers only ever append, so an entry stays put between the look under
+  // the lock and its removal after the owner took it.
+  std::unique_lock<std::mutex> one_flusher;
+  if constexpr (!std::is_same_v<Lock, null_lock>) one_flusher = std::unique_lock{flush_mutex_};
+  fi_ops_cq_owner* ops = owner_->owner_ops;
+  for (;;) {
+    cq_entry e;
+    error_record* rec = nullptr;
+    {
+      [[maybe_unused]] auto g = guard<Lock>();
+      if (head_ == tail_) return;
+      e = ring_[head_ & mask_];
+      if (e.error) rec = &errors_.front();  // deque: appends leave it in place
+    }
+    ssize_t rc;
+    if (rec) {
+      fi_cq_err_entry ee = rec->entry;
+      ee.err_data = rec->data.empty() ? nullptr : rec->data.data();
+      ee.err_data_size = rec->data.size();
+      rc = ops->writeerr(owner_, &ee);
+    } else {
+      rc = ops->write(owner_, e.op_context, e.flags, e.len, e.buf, e.data, e.tag, e.src);
+    }
+    if (rc == to_fi(errc::again)) return;  // the owner's CQ is full: its next call
+    if (rc < 0)
+      WEFT_WARN(domain_->provider(), FI_LOG_CQ, "the owner CQ refused a completion of %p: %s",
+                rec ? rec->entry.op_context : e.op_context, fi_strerror(static_cast<int>(-rc)));
+    [[maybe_unused]] auto g = guard<Lock>();
+    if (rec) errors_.pop_front();
+    ++head_;
+  }
+}
+
+template ssize_t cq::peer_progress<null_lock>(const void*, size_t) noexcept;
+template ssize_t cq::peer_progress<mutex_lock>(const void*, size_t) noexcept;
 
 wait_member cq_wait_member(struct fid* f) noexcept {
   cq* c = cq::from(f);

@@ -7,6 +7,15 @@
 // fi_cq_read answers -FI_EAVAIL exactly when the oldest completion is an error.
 // The read path is instantiated per entry format and lock policy; the ops table
 // of the right instantiation is installed at open.
+//
+// A peer CQ (fi_peer(3): fi_cq_open with FI_PEER and a fi_peer_cq_context)
+// is the same object with another ops table: providers write into its ring
+// exactly as into any CQ (no branch on their path), and the owner's
+// fi_cq_read(cq, NULL, 0), which drives progress, then hands every queued
+// completion to the owner's fid_peer_cq (owner_ops->write / writeerr) in
+// order. An owner answering -FI_EAGAIN keeps the rest queued for its next
+// call; meanwhile a full ring pushes back on the provider through has_room,
+// as for any CQ. Reading a peer CQ any other way is -FI_ENOSYS.
 #pragma once
 
 #include "util/domain.hpp"
@@ -17,6 +26,7 @@
 #include "util/wait_set.hpp"
 
 #include <rdma/fi_eq.h>
+#include <rdma/providers/fi_peer.h>
 
 #include <atomic>
 #include <deque>
@@ -96,6 +106,12 @@ class cq : public fid_object<cq, fid_cq> {
   int signal() noexcept;
   const char* strerror(int prov_errno, const void* err_data, char* buf, size_t len) noexcept;
 
+  // ---- peer CQ: fi_cq_read(NULL, 0) from the owner ----
+  template <class Lock>
+  ssize_t peer_progress(const void* buf, size_t count) noexcept;
+  // The owner's CQ, or null for a CQ the application reads.
+  fid_peer_cq* owner() const noexcept { return owner_; }
+
   int control(int command, void* arg);
   int close();
 
@@ -113,6 +129,10 @@ class cq : public fid_object<cq, fid_cq> {
   struct null_guard {};
 
   bool push_error(const fi_cq_err_entry& e) noexcept;
+  // Hands queued completions to the owner, oldest first, until the ring is
+  // empty or the owner asks to wait (-FI_EAGAIN).
+  template <class Lock>
+  void flush_to_owner() noexcept;
   void wake() noexcept {
     if (signal_on_write_.load(std::memory_order_relaxed)) wake_slow();
   }
@@ -142,6 +162,8 @@ class cq : public fid_object<cq, fid_cq> {
   std::atomic<bool> fd_exported_{false};
   std::atomic<bool> signaled_{false};
   mutex_cond export_cond_;  // FI_WAIT_MUTEX_COND: recursive, see wait.hpp
+  fid_peer_cq* owner_ = nullptr;  // FI_PEER: where completions go
+  std::mutex flush_mutex_;        // one flusher at a time keeps the owner's order
   wait_set_binding wait_set_;  // FI_WAIT_SET
   friend wait_member cq_wait_member(struct fid* f) noexcept;
   poll_links poll_links_;  // last: leaves every poll set first

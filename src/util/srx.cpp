@@ -13,6 +13,7 @@
 #include "util/srx.hpp"
 
 #include "core/log.hpp"
+#include "util/av.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -65,6 +66,7 @@ srx::srx(const srx_attr& a)
       size_(a.size ? a.size : SIZE_MAX),
       min_multi_recv_(a.min_multi_recv),
       directed_(a.directed_recv),
+      av_(a.av),
       owner_ops_(owner_table(a.threading)),
       pool_(a.chunk) {
   // Posted receives never wait on the allocator; unexpected ones grow the pool.
@@ -173,6 +175,11 @@ srx_entry describe(const iovec* iov, void** desc, size_t count, fi_addr_t src, v
 
 }  // namespace
 
+fi_addr_t srx::source_filter(fi_addr_t src) const noexcept {
+  if (!directed_) return FI_ADDR_UNSPEC;
+  return av_ && src != FI_ADDR_UNSPEC ? av_->report(src) : src;
+}
+
 template <class Lock>
 ssize_t srx::post_msg(const iovec* iov, void** desc, size_t count, fi_addr_t src, void* context,
                       uint64_t flags) noexcept {
@@ -189,7 +196,7 @@ ssize_t srx::post_msg(const iovec* iov, void** desc, size_t count, fi_addr_t src
     WEFT_WARN(prov_, FI_LOG_EP_DATA, "FI_MULTI_RECV takes exactly one buffer, not %zu", count);
     return to_fi(errc::inval);
   }
-  srx_entry w = describe(iov, desc, count, directed_ ? src : FI_ADDR_UNSPEC, context,
+  srx_entry w = describe(iov, desc, count, source_filter(src), context,
                          recv_msg | (flags & (FI_COMPLETION | FI_MULTI_RECV)));
   w.ignore = min_multi_recv_;  // multi-receive buffers keep the minimum of their posting
   return post<Lock>(w);
@@ -217,7 +224,7 @@ ssize_t srx::post_tag(const iovec* iov, void** desc, size_t count, fi_addr_t src
               count, srx_entry::max_iov);
     return to_fi(errc::inval);
   }
-  srx_entry w = describe(iov, desc, count, directed_ ? src : FI_ADDR_UNSPEC, context,
+  srx_entry w = describe(iov, desc, count, source_filter(src), context,
                          recv_tag | (flags & FI_COMPLETION));
   w.rx.tag = tag;
   w.ignore = ignore;

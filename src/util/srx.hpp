@@ -34,6 +34,8 @@
 //    completion the application's request needs), then free_entry.
 //  * Ownership passes on start_* / discard_* whatever they return; while the
 //    peer holds an entry, next/prev are the peer's.
+//  * free_entry on a queued entry (before start_* / discard_*) withdraws the
+//    message: a peer endpoint closing gives back what it queued.
 //  * The engine calls start_* / discard_* without holding its lock.
 #pragma once
 
@@ -151,6 +153,11 @@ struct srx_attr {
   size_t size = 0;                            // most receives posted at once; 0: no limit
   size_t min_multi_recv = 64;                 // FI_OPT_MIN_MULTI_RECV
   bool directed_recv = false;                 // FI_DIRECTED_RECV: honour a receive's src_addr
+  // The AV whose addresses receives name. Messages arrive named as
+  // completions report them (user ids, FI_AV_USER_ID, where set): a directed
+  // receive's src_addr is turned into that form when posted. Null: addresses
+  // are compared as they are (an owner whose peers report its own addresses).
+  const class av* av = nullptr;
   size_t chunk = 256;                         // entries added when the pool runs dry
 };
 
@@ -248,6 +255,9 @@ class srx {
       return std::unique_lock<std::mutex>{mutex_};
   }
 
+  // The source a receive posted with src_addr `src` accepts: FI_ADDR_UNSPEC
+  // (anyone) without FI_DIRECTED_RECV, else src as messages name it.
+  fi_addr_t source_filter(fi_addr_t src) const noexcept;
   template <class Lock>
   int queue(fi_peer_rx_entry* e, bool tagged) noexcept;
   template <class Lock>
@@ -287,6 +297,7 @@ class srx {
   size_t size_;
   size_t min_multi_recv_;
   bool directed_;
+  const class av* av_;
   const fi_ops_srx_owner* owner_ops_;
   std::mutex mutex_;
   srx_pool pool_;

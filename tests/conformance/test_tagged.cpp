@@ -88,6 +88,36 @@ class cq_data : public tagged_base {
   void adjust_hints(fi_info* h) const override { h->domain_attr->cq_data_size = 8; }
 };
 
+// fi_endpoint(3): leading 0 bits of mem_tag_format are tag bits the provider
+// ignores, and applications size their tags from it (Open MPI's OFI mtl
+// refuses a provider that leaves it too few). Every tag bit is matched, so
+// the format must say so, and the top and bottom bits really select.
+TEST_P(tagged, the_tag_format_reports_all_64_bits) {
+  EXPECT_TRUE(info->ep_attr->mem_tag_format >> 63)
+      << "mem_tag_format 0x" << std::hex << info->ep_attr->mem_tag_format;
+  open_pair();
+  for (uint64_t bit : {uint64_t{1}, uint64_t{1} << 63}) {
+    uint64_t want = 0, other = bit;
+    char got[8] = {};
+    fi_context r, s1, s2;
+    ASSERT_EQ(fi_trecv(b, got, sizeof got, nullptr, FI_ADDR_UNSPEC, want, 0, &r), 0);
+    ASSERT_EQ(fi_tsend(a, "other", 6, nullptr, fb, other, &s1), 0);
+    ASSERT_EQ(fi_tsend(a, "mine", 5, nullptr, fb, want, &s2), 0);
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(wait_for(&r, &e), 1);
+    EXPECT_EQ(e.tag, want);
+    EXPECT_STREQ(got, "mine");
+    // The other message waits for a receive of its own tag.
+    fi_context r2;
+    ASSERT_EQ(fi_trecv(b, got, sizeof got, nullptr, FI_ADDR_UNSPEC, other, 0, &r2), 0);
+    ASSERT_EQ(wait_for(&r2, &e), 1);
+    EXPECT_EQ(e.tag, other);
+    EXPECT_STREQ(got, "other");
+    ASSERT_EQ(wait_for(&s1, &e), 1);
+    ASSERT_EQ(wait_for(&s2, &e), 1);
+  }
+}
+
 TEST_P(tagged, tags_select_the_receive) {
   open_pair();
   char one[16] = {}, two[16] = {};

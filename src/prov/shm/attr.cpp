@@ -14,7 +14,7 @@ constexpr uint64_t tx_caps =
     FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE;
 constexpr uint64_t rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV |
                              FI_SOURCE | FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                             FI_RMA_EVENT;
+                             FI_RMA_EVENT | FI_AV_USER_ID;
 
 fi_tx_attr tx = {
     .caps = tx_caps,
@@ -50,7 +50,7 @@ fi_ep_attr ep = {
     .max_order_raw_size = 0,
     .max_order_war_size = 0,
     .max_order_waw_size = 0,
-    .mem_tag_format = 0,
+    .mem_tag_format = 0xaaaaaaaaaaaaaaaaULL,  // all 64 tag bits, any ignore mask
     .tx_ctx_cnt = 1,
     .rx_ctx_cnt = 1,
     .auth_key_size = 0,
@@ -97,7 +97,10 @@ fi_fabric_attr fab = {
 
 fi_info tmpl = [] {
   fi_info i{};
-  i.caps = tx_caps | rx_caps | FI_LOCAL_COMM;
+  // FI_PEER: usable by a link provider that owns the CQs, counters and the
+  // receive context (fi_peer(3)). FI_AV_USER_ID (rx_caps): completions name
+  // senders by the ids given at insertion.
+  i.caps = tx_caps | rx_caps | FI_LOCAL_COMM | FI_PEER;
   i.mode = 0;
   i.addr_format = FI_ADDR_STR;
   i.tx_attr = &tx;

@@ -111,6 +111,10 @@ int open_endpoint(util::domain& dom, fi_info* info, fid_ep** out, void* context)
   return endpoint::open(dom, *info, out, context);
 }
 
+int open_srx(util::domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) {
+  return peer_srx::open(dom, attr, out, context);
+}
+
 const util::av_codec* codec_for(const util::domain&) { return &addr_codec; }
 
 }  // namespace
@@ -181,7 +185,7 @@ const util::domain_hooks domain_hooks = {
     .endpoint = open_endpoint,
     .codec = codec_for,
     .query_atomic = query_atomic,
-    .srx_ctx = nullptr,
+    .srx_ctx = open_srx,
 };
 
 }  // namespace weft::shm

@@ -126,6 +126,14 @@ int endpoint::close() {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_close: the endpoint is still referenced");
     return to_fi(errc::busy);
   }
+  // Under a peer SRX the owner outlives us: what it holds of ours goes back
+  // now, while the CQ can still take the receives' errors.
+  if (enabled_ && !srx_) {
+    if (locked_)
+      retire_receives<util::mutex_lock>();
+    else
+      retire_receives<util::null_lock>();
+  }
   bound_.unbind(this, timer_.get());
   delete this;
   return 0;
@@ -136,7 +144,29 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind after fi_enable");
     return to_fi(errc::opbadstate);
   }
+  if (bfid->fclass == FI_CLASS_SRX_CTX) return bind_srx(bfid, flags);
   return bound_.bind(*domain_, bfid, flags, hook_, timer_.get());
+}
+
+int endpoint::bind_srx(struct fid* f, uint64_t flags) {
+  auto* prov = &provider();
+  if (flags) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "binding a shared receive context takes no flags");
+    return to_fi(errc::badflags);
+  }
+  if (!peer_srx::is(f)) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "the shared receive context was not opened on shm");
+    return to_fi(errc::inval);
+  }
+  peer_srx* s = peer_srx::from(f);
+  if (&s->dom() != domain_.get() || peer_srx_) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "%s",
+              peer_srx_ ? "the endpoint already has a shared receive context"
+                        : "the shared receive context belongs to another domain");
+    return to_fi(errc::inval);
+  }
+  peer_srx_.reset(s);
+  return 0;
 }
 
 int endpoint::control(int command, void* arg) {
@@ -153,16 +183,24 @@ int endpoint::enable() {
   if (enabled_) return 0;
   auto* prov = &provider();
   if (int ret = bound_.check_enable(prov, FI_EP_RDM, caps_)) return ret;
-  util::srx_attr a;
-  a.prov = prov;
-  a.rx_cq = bound_.rx_cq.get();
-  a.threading = domain_->threading();
-  a.size = rx_size_;
-  a.min_multi_recv = min_multi_recv_;
-  a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
-  srx_ = std::make_unique<util::srx>(a);
-  face_ = srx_->add_peer(locked_ ? peer_table<util::mutex_lock>() : peer_table<util::null_lock>(),
-                         this);
+  const bool shared_rx = static_cast<bool>(peer_srx_);
+  if (shared_rx) {
+    face_ = peer_srx_->owner();
+  } else {
+    util::srx_attr a;
+    a.prov = prov;
+    a.rx_cq = bound_.rx_cq.get();
+    a.threading = domain_->threading();
+    a.size = rx_size_;
+    a.min_multi_recv = min_multi_recv_;
+    a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
+    a.av = bound_.av_.get();
+    srx_ = std::make_unique<util::srx>(a);
+    face_ = srx_->add_peer(locked_ ? peer_table<util::mutex_lock>() : peer_table<util::null_lock>(),
+                           this);
+  }
+  // Senders are named where a completion (FI_SOURCE: their fi_addr or user
+  // id) or the receive context (FI_DIRECTED_RECV) needs them.
   want_source_ = (caps_ & (FI_SOURCE | FI_DIRECTED_RECV)) != 0;
   // Someone may sleep on a bound CQ or counter: wake them to run progress.
   bool sleeper = false;
@@ -179,10 +217,10 @@ int endpoint::enable() {
       next_tick_ns_ = tick_start_ns_ + tick_ns;
     }
   }
-  msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>()
-                                        : msg_table<util::null_lock>());
-  tagged = const_cast<fi_ops_tagged*>(locked_ ? tagged_table<util::mutex_lock>()
-                                              : tagged_table<util::null_lock>());
+  msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>(shared_rx)
+                                        : msg_table<util::null_lock>(shared_rx));
+  tagged = const_cast<fi_ops_tagged*>(locked_ ? tagged_table<util::mutex_lock>(shared_rx)
+                                              : tagged_table<util::null_lock>(shared_rx));
   // RMA and atomics only where the endpoint asked for them (fi_getinfo(3)
   // caps): the others keep the -FI_ENOSYS tables.
   if (caps_ & FI_RMA)
@@ -229,6 +267,7 @@ int endpoint::setopt(int level, int name, const void* val, size_t len) {
 
 ssize_t endpoint::rx_size_left() {
   if (!enabled_) return to_fi(errc::opbadstate);
+  if (!srx_) return to_fi(errc::nosys);  // receives are the peer SRX owner's
   return locked_ ? srx_->rx_size_left<util::mutex_lock>() : srx_->rx_size_left<util::null_lock>();
 }
 

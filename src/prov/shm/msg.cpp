@@ -125,6 +125,31 @@ struct data_ops {
                              FI_INJECT | FI_TAGGED | FI_REMOTE_CQ_DATA | no_completion, tag, data);
   }
 
+  // Under a peer SRX, receives are posted to its owner.
+  static ssize_t owned(fid_ep*) noexcept {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+              "receives of an endpoint bound to a peer SRX are posted to its owner");
+    return to_fi(errc::nosys);
+  }
+  static ssize_t recv_owned(fid_ep* e, void*, size_t, void*, fi_addr_t, void*) noexcept {
+    return owned(e);
+  }
+  static ssize_t recvv_owned(fid_ep* e, const iovec*, void**, size_t, fi_addr_t, void*) noexcept {
+    return owned(e);
+  }
+  static ssize_t recvmsg_owned(fid_ep* e, const fi_msg*, uint64_t) noexcept { return owned(e); }
+  static ssize_t trecv_owned(fid_ep* e, void*, size_t, void*, fi_addr_t, uint64_t, uint64_t,
+                             void*) noexcept {
+    return owned(e);
+  }
+  static ssize_t trecvv_owned(fid_ep* e, const iovec*, void**, size_t, fi_addr_t, uint64_t,
+                              uint64_t, void*) noexcept {
+    return owned(e);
+  }
+  static ssize_t trecvmsg_owned(fid_ep* e, const fi_msg_tagged*, uint64_t) noexcept {
+    return owned(e);
+  }
+
   static constexpr fi_ops_msg msg = {
       .size = sizeof(fi_ops_msg),
       .recv = recv,
@@ -162,18 +187,41 @@ const fi_ops_tagged tagged_badstate = {
     WEFT_FAIL(opbadstate, fi_ops_tagged, injectdata),
 };
 
+namespace {
+
 template <class Lock>
-const fi_ops_msg* endpoint::msg_table() noexcept {
-  return &data_ops<Lock>::msg;
+struct shared_rx_ops {
+  using d = data_ops<Lock>;
+  static constexpr fi_ops_msg msg = [] {
+    fi_ops_msg t = d::msg;
+    t.recv = d::recv_owned;
+    t.recvv = d::recvv_owned;
+    t.recvmsg = d::recvmsg_owned;
+    return t;
+  }();
+  static constexpr fi_ops_tagged tagged = [] {
+    fi_ops_tagged t = d::tagged;
+    t.recv = d::trecv_owned;
+    t.recvv = d::trecvv_owned;
+    t.recvmsg = d::trecvmsg_owned;
+    return t;
+  }();
+};
+
+}  // namespace
+
+template <class Lock>
+const fi_ops_msg* endpoint::msg_table(bool shared_rx) noexcept {
+  return shared_rx ? &shared_rx_ops<Lock>::msg : &data_ops<Lock>::msg;
 }
 template <class Lock>
-const fi_ops_tagged* endpoint::tagged_table() noexcept {
-  return &data_ops<Lock>::tagged;
+const fi_ops_tagged* endpoint::tagged_table(bool shared_rx) noexcept {
+  return shared_rx ? &shared_rx_ops<Lock>::tagged : &data_ops<Lock>::tagged;
 }
-template const fi_ops_msg* endpoint::msg_table<util::null_lock>() noexcept;
-template const fi_ops_msg* endpoint::msg_table<util::mutex_lock>() noexcept;
-template const fi_ops_tagged* endpoint::tagged_table<util::null_lock>() noexcept;
-template const fi_ops_tagged* endpoint::tagged_table<util::mutex_lock>() noexcept;
+template const fi_ops_msg* endpoint::msg_table<util::null_lock>(bool) noexcept;
+template const fi_ops_msg* endpoint::msg_table<util::mutex_lock>(bool) noexcept;
+template const fi_ops_tagged* endpoint::tagged_table<util::null_lock>(bool) noexcept;
+template const fi_ops_tagged* endpoint::tagged_table<util::mutex_lock>(bool) noexcept;
 
 template <class Lock>
 ssize_t endpoint::post_recv(const iovec* iov, void** desc, size_t count, fi_addr_t src,

@@ -45,8 +45,9 @@ void set_data(fi_peer_rx_entry* e, const msg_fields& f) noexcept {
 
 template <class Lock>
 struct peer_ops {
+  // Every entry handed back was queued by an endpoint, which its record names.
   static endpoint* ep(fi_peer_rx_entry* e) noexcept {
-    return static_cast<endpoint*>(e->srx->ep_fid.fid.context);
+    return static_cast<rec_base*>(e->peer_context)->ep;
   }
   static int start(fi_peer_rx_entry* e) noexcept { return ep(e)->start<Lock>(e); }
   static int discard(fi_peer_rx_entry* e) noexcept { return ep(e)->discard<Lock>(e); }
@@ -185,27 +186,52 @@ void endpoint::close_inbound(uint32_t r, bool force) noexcept {
   region_.reclaim_ring(r, force);
 }
 
+// The sender as completions (and the receive context) name it: its fi_addr,
+// or the user id the AV holds for it (FI_AV_USER_ID).
 fi_addr_t endpoint::source_of(inbound& in) noexcept {
   if (!want_source_) return FI_ADDR_NOTAVAIL;
   util::av& av = *bound_.av_;
   if (in.src != FI_ADDR_NOTAVAIL) {
     const uint8_t* e = av.entry(in.src);
-    if (e && std::memcmp(e, &in.id, sizeof in.id) == 0) return in.src;
+    if (e && std::memcmp(e, &in.id, sizeof in.id) == 0) return av.report(in.src);
   }
   in.src = av.reverse(reinterpret_cast<const uint8_t*>(&in.id));
-  return in.src;
+  return av.report(in.src);
 }
 
 template <class Lock>
 int endpoint::match(bool tagged, fi_addr_t src, size_t size, uint64_t tag,
                     fi_peer_rx_entry** e) noexcept {
   fi_peer_match_attr a{src, size, tag};
-  return tagged ? srx_->get_tag<Lock>(face_, a, e) : srx_->get_msg<Lock>(face_, a, e);
+  if (srx_) return tagged ? srx_->get_tag<Lock>(face_, a, e) : srx_->get_msg<Lock>(face_, a, e);
+  fi_ops_srx_owner* o = face_->owner_ops;
+  return tagged ? o->get_tag(face_, &a, e) : o->get_msg(face_, &a, e);
 }
 
 template <class Lock>
-int endpoint::queue(fi_peer_rx_entry* e) noexcept {
-  return (e->flags & FI_TAGGED) ? srx_->queue_tag<Lock>(e) : srx_->queue_msg<Lock>(e);
+int endpoint::queue(fi_peer_rx_entry* e, bool tagged) noexcept {
+  auto* r = static_cast<rec_base*>(e->peer_context);
+  r->ep = this;
+  r->queued = e;
+  r->q_prev = nullptr;
+  r->q_next = queued_;
+  if (queued_) queued_->q_prev = r;
+  queued_ = r;
+  // The owner may start it before this returns (a receive came meanwhile).
+  if (srx_) return tagged ? srx_->queue_tag<Lock>(e) : srx_->queue_msg<Lock>(e);
+  fi_ops_srx_owner* o = face_->owner_ops;
+  return tagged ? o->queue_tag(e) : o->queue_msg(e);
+}
+
+void endpoint::unqueue(rec_base* r) noexcept {
+  if (!r->queued) return;
+  if (r->q_prev)
+    r->q_prev->q_next = r->q_next;
+  else
+    queued_ = r->q_next;
+  if (r->q_next) r->q_next->q_prev = r->q_prev;
+  r->q_prev = r->q_next = nullptr;
+  r->queued = nullptr;
 }
 
 template <class Lock>
@@ -220,20 +246,20 @@ bool endpoint::handle(inbound& in, const msg_view& v) noexcept {
         size_t n = copy_out(v, e->iov, e->count);
         in.cons.release(v);
         complete_rx<Lock>(e, n, 0);
-        srx_->free_entry<Lock>(e);
+        free_entry<Lock>(e);
         return true;
       }
       if (rc != -FI_ENOENT) return false;  // no entry: try again later
       inline_rec* u = inline_rec::make(v.size);
       if (!u) {
-        srx_->free_entry<Lock>(e);  // withdrawn; the message stays in the ring
+        free_entry<Lock>(e);  // withdrawn; the message stays in the ring
         return false;
       }
       v.copy_to(u->data(), v.size);
       set_data(e, v.fields);
       e->peer_context = static_cast<rec_base*>(u);
       in.cons.release(v);
-      queue<Lock>(e);
+      queue<Lock>(e, tagged);
       return true;
     }
     case proto::op_rts_cma:
@@ -288,7 +314,7 @@ bool endpoint::handle_rts(inbound& in, const msg_view& v) noexcept {
     cma_rec local;
     cma_rec* r = unexpected ? new (std::nothrow) cma_rec : &local;
     if (!r) {
-      srx_->free_entry<Lock>(e);
+      free_entry<Lock>(e);
       return false;
     }
     r->kind = rec_kind::cma;
@@ -309,7 +335,7 @@ bool endpoint::handle_rts(inbound& in, const msg_view& v) noexcept {
     if (in.records) in.records->prev = r;
     in.records = r;
     e->peer_context = static_cast<rec_base*>(r);
-    queue<Lock>(e);
+    queue<Lock>(e, tagged);
     return true;
   }
   rx_xfer* x = new (std::nothrow) rx_xfer;
@@ -322,7 +348,7 @@ bool endpoint::handle_rts(inbound& in, const msg_view& v) noexcept {
     }
   }
   if (!x) {
-    srx_->free_entry<Lock>(e);
+    free_entry<Lock>(e);
     return false;
   }
   x->kind = rec_kind::bounce;
@@ -345,7 +371,7 @@ bool endpoint::handle_rts(inbound& in, const msg_view& v) noexcept {
   watch(in);
   if (unexpected) {
     e->peer_context = static_cast<rec_base*>(x);
-    queue<Lock>(e);
+    queue<Lock>(e, tagged);
   }
   if (!p.total) {
     x->done = true;
@@ -435,13 +461,14 @@ int endpoint::start(fi_peer_rx_entry* e) noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
   auto* rec = static_cast<rec_base*>(e->peer_context);
   e->peer_context = nullptr;
+  unqueue(rec);
   switch (rec->kind) {
     case rec_kind::inline_data: {
       auto* u = static_cast<inline_rec*>(rec);
       size_t n = copy_out(u->data(), u->size, e->iov, e->count);
       inline_rec::destroy(u);
       complete_rx<Lock>(e, n, 0);
-      srx_->free_entry<Lock>(e);
+      free_entry<Lock>(e);
       return 0;
     }
     case rec_kind::cma: {
@@ -471,6 +498,7 @@ int endpoint::discard(fi_peer_rx_entry* e) noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
   auto* rec = static_cast<rec_base*>(e->peer_context);
   e->peer_context = nullptr;
+  unqueue(rec);
   switch (rec->kind) {
     case rec_kind::inline_data: inline_rec::destroy(static_cast<inline_rec*>(rec)); break;
     case rec_kind::cma: {
@@ -494,8 +522,25 @@ int endpoint::discard(fi_peer_rx_entry* e) noexcept {
       break;
     }
   }
-  srx_->free_entry<Lock>(e);
+  free_entry<Lock>(e);
   return 0;
+}
+
+template <class Lock>
+void endpoint::retire_receives() noexcept {
+  [[maybe_unused]] auto g = guard<Lock>();
+  // Withdrawn through the owner's free_entry (discard ends with it).
+  while (queued_) discard<Lock>(queued_->queued);
+  for (auto& in : in_) {
+    if (!in) continue;
+    for (rx_xfer* x : in->xfers) {
+      if (x->rma != rx_xfer::none || !x->matched || !x->entry) continue;
+      complete_rx<Lock>(x->entry, 0, FI_ECANCELED);
+      free_entry<Lock>(x->entry);
+      x->entry = nullptr;
+      x->discarded = true;  // the destructor drops it with its ring
+    }
+  }
 }
 
 #define WEFT_SHM_INSTANTIATE(L)                                                         \
@@ -503,7 +548,8 @@ int endpoint::discard(fi_peer_rx_entry* e) noexcept {
   template void endpoint::progress<L>() noexcept;                                       \
   template void endpoint::complete_rx<L>(fi_peer_rx_entry*, size_t, int) noexcept;      \
   template int endpoint::start<L>(fi_peer_rx_entry*) noexcept;                          \
-  template int endpoint::discard<L>(fi_peer_rx_entry*) noexcept;
+  template int endpoint::discard<L>(fi_peer_rx_entry*) noexcept;                       \
+  template void endpoint::retire_receives<L>() noexcept;
 
 WEFT_SHM_INSTANTIATE(util::null_lock)
 WEFT_SHM_INSTANTIATE(util::mutex_lock)

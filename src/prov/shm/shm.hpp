@@ -9,7 +9,8 @@
 // a rendezvous header: the receiver pulls the data with process_vm_readv once
 // a receive matched it and acknowledges through its conn to the sender, or,
 // where single copy is refused, the sender streams it through the ring's
-// bounce segments. Matching is util::srx's; this provider is its peer.
+// bounce segments. Matching is util::srx's, or that of the owner of a peer
+// shared receive context (fi_peer(3)); this provider is its peer.
 #pragma once
 
 #include "prov/shm/peer.hpp"
@@ -164,8 +165,17 @@ struct conn {
 // Unexpected messages, kept in the srx entry's peer_context until matched.
 enum class rec_kind : uint8_t { inline_data, cma, bounce };
 
+class endpoint;
+
+// While its entry is queued at the receive context's owner, a record is on
+// its endpoint's list (the owner's start/discard callbacks find the endpoint
+// here; at close, what is still queued is withdrawn).
 struct rec_base {
   rec_kind kind;
+  endpoint* ep = nullptr;
+  fi_peer_rx_entry* queued = nullptr;  // the entry, while queued
+  rec_base* q_prev = nullptr;
+  rec_base* q_next = nullptr;
 };
 
 // A copy of an inline message: the payload follows the record.
@@ -229,6 +239,30 @@ struct inbound {
   cma_rec* records = nullptr;   // unexpected large messages of this sender
 };
 
+// ---- shared receive contexts (srx.cpp) ---------------------------------------
+
+// fi_srx_context with FI_PEER (fi_peer(3)): a receive context owned by
+// another provider. Endpoints bound to it match arriving messages through the
+// owner's fid_peer_srx (owner_ops) instead of a util::srx of their own, and
+// the owner finishes queued messages through the endpoint's peer_table,
+// installed in the owner's peer_ops at open. Receives are the owner's to
+// post: every data operation here is -FI_ENOSYS. shm offers no other shared
+// receive context (max_ep_srx_ctx 0).
+class peer_srx : public util::endpoint_object<peer_srx> {
+ public:
+  static int open(util::domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) noexcept;
+  peer_srx(util::domain& dom, fid_peer_srx* owner, void* context);
+  int close();
+  // Whether f is a peer_srx (checked before any cast).
+  static bool is(const struct fid* f) noexcept;
+  fid_peer_srx* owner() const noexcept { return owner_; }
+  util::domain& dom() const noexcept { return *domain_; }
+
+ private:
+  util::ref<util::domain> domain_;
+  fid_peer_srx* owner_;
+};
+
 // ---- the endpoint ------------------------------------------------------------
 
 class endpoint : public util::endpoint_object<endpoint> {
@@ -258,10 +292,11 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   ssize_t send(const iovec* iov, size_t count, fi_addr_t dest, void* context, uint64_t flags,
                uint64_t tag, uint64_t data) noexcept;
+  // shared_rx: receives belong to a peer SRX's owner (the receive slots fail).
   template <class Lock>
-  static const fi_ops_msg* msg_table() noexcept;
+  static const fi_ops_msg* msg_table(bool shared_rx) noexcept;
   template <class Lock>
-  static const fi_ops_tagged* tagged_table() noexcept;
+  static const fi_ops_tagged* tagged_table(bool shared_rx) noexcept;
 
   // ---- RMA and atomics, initiator and target (rma.cpp) ----
   template <class Lock>
@@ -285,7 +320,8 @@ class endpoint : public util::endpoint_object<endpoint> {
   static void progress_thunk(void* obj) noexcept {
     static_cast<endpoint*>(obj)->progress<Lock>();
   }
-  // The srx peer callbacks (fi_ops_srx_peer) of one lock policy.
+  // The srx peer callbacks (fi_ops_srx_peer) of one lock policy: the owner
+  // finds the endpoint through the entry's peer_context (a rec_base).
   template <class Lock>
   static const fi_ops_srx_peer* peer_table() noexcept;
   template <class Lock>
@@ -295,6 +331,11 @@ class endpoint : public util::endpoint_object<endpoint> {
 
  private:
   int enable();
+  int bind_srx(struct fid* f, uint64_t flags);
+  // Closing under a peer SRX: queued messages are withdrawn from the owner,
+  // receives it matched to transfers still under way fail (FI_ECANCELED).
+  template <class Lock>
+  void retire_receives() noexcept;
   template <class Lock>
   auto guard() noexcept {
     if constexpr (std::is_same_v<Lock, util::null_lock>)
@@ -376,10 +417,21 @@ class endpoint : public util::endpoint_object<endpoint> {
   void remote_event(uint64_t kind_flags, uint16_t req_flags, uint64_t data,
                     fi_addr_t src) noexcept;
   fi_addr_t source_of(inbound& in) noexcept;
+  // The receive context's owner_ops: util::srx's directly when it is this
+  // endpoint's own (no indirect call), else the peer SRX owner's.
   template <class Lock>
   int match(bool tagged, fi_addr_t src, size_t size, uint64_t tag, fi_peer_rx_entry** e) noexcept;
+  // Queues an unexpected message whose peer_context is set.
   template <class Lock>
-  int queue(fi_peer_rx_entry* e) noexcept;
+  int queue(fi_peer_rx_entry* e, bool tagged) noexcept;
+  template <class Lock>
+  void free_entry(fi_peer_rx_entry* e) noexcept {
+    if (srx_)
+      srx_->free_entry<Lock>(e);
+    else
+      face_->owner_ops->free_entry(e);
+  }
+  void unqueue(rec_base* r) noexcept;
   template <class Lock>
   void complete_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept;
   void tick() noexcept;
@@ -421,8 +473,11 @@ class endpoint : public util::endpoint_object<endpoint> {
   uint32_t tx_count_ = 0, tx_free_count_ = 0;
   size_t rx_size_ = rx_depth;
 
+  // Matching: this endpoint's own engine, or (srx_ null) a peer SRX's owner.
   std::unique_ptr<util::srx> srx_;
+  util::ref<peer_srx> peer_srx_;
   fid_peer_srx* face_ = nullptr;
+  rec_base* queued_ = nullptr;  // records of unexpected messages queued at the owner
 
   // Blocking reads: without an fd the transport could signal, a periodic
   // timer in the CQ's and counters' wait sets wakes sleepers every tick_ns

@@ -89,7 +89,7 @@ void endpoint::pull(fi_peer_rx_entry* e, const cma_rec& r) noexcept {
     // The sender detached before we matched its message: its buffer is no
     // longer promised to us.
     complete_rx<Lock>(e, 0, FI_ECONNRESET);
-    srx_->free_entry<Lock>(e);
+    free_entry<Lock>(e);
     return;
   }
   uint64_t len = std::min(capacity(e), r.total);
@@ -134,7 +134,7 @@ void endpoint::pull(fi_peer_rx_entry* e, const cma_rec& r) noexcept {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "pulling %llu bytes from pid %d: %s",
               static_cast<unsigned long long>(len), static_cast<int>(r.pid), std::strerror(rc));
   complete_rx<Lock>(e, err ? 0 : len, err);
-  srx_->free_entry<Lock>(e);
+  free_entry<Lock>(e);
   if (rc != ESRCH)
     send_ack<Lock>(conn_to(r.id, ignored), r.token, err ? static_cast<uint64_t>(err) : proto::ack_done);
 }
@@ -278,7 +278,7 @@ void endpoint::finish_xfer(rx_xfer* x) noexcept {
   uint64_t len = std::min(capacity(e), x->total);
   if (!x->err && x->staging) scatter(e->iov, e->count, 0, x->staging, len);
   complete_rx<Lock>(e, x->err ? 0 : len, x->err);
-  srx_->free_entry<Lock>(e);
+  free_entry<Lock>(e);
   delete x;
 }
 

@@ -12,7 +12,7 @@ namespace weft::udp {
 namespace {
 
 constexpr uint64_t tx_caps = FI_MSG | FI_SEND;
-constexpr uint64_t rx_caps = FI_MSG | FI_RECV | FI_SOURCE | FI_MULTI_RECV;
+constexpr uint64_t rx_caps = FI_MSG | FI_RECV | FI_SOURCE | FI_MULTI_RECV | FI_AV_USER_ID;
 
 fi_tx_attr tx = {
     .caps = tx_caps,

@@ -23,12 +23,13 @@ socklen_t sockaddr_of(const util::av& av, fi_addr_t a, sockaddr_storage& out) no
   return static_cast<socklen_t>(av.codec().decode(e, &out, sizeof out));
 }
 
-// FI_SOURCE: the fi_addr of a datagram's sender, FI_ADDR_NOTAVAIL if unknown.
+// FI_SOURCE: the fi_addr of a datagram's sender (its user id where one was
+// given, FI_AV_USER_ID), FI_ADDR_NOTAVAIL if unknown.
 fi_addr_t source_of(const util::av& av, const sockaddr_storage& from) noexcept {
   uint8_t entry[64];
   if (av.codec().entry_size > sizeof entry || av.codec().encode(&from, entry) != 0)
     return FI_ADDR_NOTAVAIL;
-  return av.reverse(entry);
+  return av.report(av.reverse(entry));
 }
 
 size_t total_len(const iovec* iov, size_t count) noexcept {

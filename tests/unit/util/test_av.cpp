@@ -72,7 +72,7 @@ struct env {
   fid_domain* dom = nullptr;
 
   explicit env(uint32_t addr_format = FI_SOCKADDR_IN, fi_threading threading = FI_THREAD_SAFE,
-               fi_av_type dom_av_type = FI_AV_UNSPEC) {
+               fi_av_type dom_av_type = FI_AV_UNSPEC, uint64_t caps = FI_AV_USER_ID) {
     fi_fabric_attr fa{};
     fa.name = const_cast<char*>("avtest");
     fa.api_version = FI_VERSION(1, 20);
@@ -83,6 +83,7 @@ struct env {
     da.name = const_cast<char*>("avtest0");
     fi_info info{};
     info.addr_format = addr_format;
+    info.caps = caps;
     info.domain_attr = &da;
     EXPECT_EQ(domain::open(*fab, &hooks, info, &dom, nullptr), 0);
   }
@@ -420,7 +421,8 @@ TEST(av_bad_input, every_slot) {
   EXPECT_EQ(fi_av_insert(a, nullptr, 1, &fa, 0, nullptr), -FI_EINVAL);
   EXPECT_EQ(fi_av_insert(a, &in, size_t{1} << 40, &fa, 0, nullptr), -FI_EINVAL);
   EXPECT_EQ(fi_av_insert(a, &in, 1, &fa, FI_SYNC_ERR, nullptr), -FI_EINVAL);
-  EXPECT_EQ(fi_av_insert(a, &in, 1, &fa, FI_AV_USER_ID, nullptr), -FI_EBADFLAGS);
+  EXPECT_EQ(fi_av_insert(a, &in, 1, nullptr, FI_AV_USER_ID, nullptr), -FI_EINVAL);  // ids go in fi_addr
+  EXPECT_EQ(fi_av_insert(a, &in, 1, &fa, uint64_t{1} << 62, nullptr), -FI_EBADFLAGS);
   EXPECT_EQ(fi_av_insert(a, &in, 1, &fa, FI_MORE, nullptr), 1);  // a hint
 
   fi_addr_t bad[2] = {0, 77};
@@ -477,12 +479,123 @@ TEST(av_bad_input, every_slot) {
   size_t key_size = sizeof key;
   EXPECT_EQ(fi_av_insert_auth_key(a, key, sizeof key, &fa, 0), -FI_ENOSYS);
   EXPECT_EQ(fi_av_lookup_auth_key(a, 0, key, &key_size), -FI_ENOSYS);
-  EXPECT_EQ(fi_av_set_user_id(a, 0, 1, 0), -FI_ENOSYS);
+  EXPECT_EQ(fi_av_set_user_id(a, fa, 1, 1), -FI_EBADFLAGS);
+  EXPECT_EQ(fi_av_set_user_id(a, 12345, 1, 0), -FI_EINVAL);
+  EXPECT_EQ(fi_av_set_user_id(a, FI_ADDR_NOTAVAIL, 1, 0), -FI_EINVAL);
   EXPECT_EQ(a->ops->size, sizeof(fi_ops_av));
 
   EXPECT_EQ(fi_av_bind(a, nullptr, 0), -FI_EINVAL);
   EXPECT_EQ(fi_av_bind(a, &e.dom->fid, 0), -FI_EINVAL);
   EXPECT_EQ(fi_control(&a->fid, FI_GETWAIT, nullptr), -FI_ENOSYS);
+  EXPECT_EQ(fi_close(&a->fid), 0);
+}
+
+// ---- user ids (FI_AV_USER_ID) ---------------------------------------------------
+
+TEST(av_user_id, insert_takes_ids_and_returns_addresses) {
+  env e;
+  fid_av* a = e.open();
+  const av& v = impl(a);
+  sockaddr_in in[3] = {v4("10.0.0.1", 1), v4("10.0.0.2", 2), v4("10.0.0.3", 3)};
+  fi_addr_t plain = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(fi_av_insert(a, &in[0], 1, &plain, 0, nullptr), 1);
+  EXPECT_EQ(v.report(plain), plain) << "no user id: the address itself";
+  EXPECT_EQ(v.report(FI_ADDR_NOTAVAIL), FI_ADDR_NOTAVAIL);
+
+  fi_addr_t ids[2] = {0xabc0, 0xabc1};
+  ASSERT_EQ(fi_av_insert(a, &in[1], 2, ids, FI_AV_USER_ID, nullptr), 2);
+  // fi_addr now holds the addresses, to use for transfers (fi_av(3)).
+  EXPECT_EQ(ids[0], 1u);
+  EXPECT_EQ(ids[1], 2u);
+  EXPECT_EQ(v.report(1), 0xabc0u);
+  EXPECT_EQ(v.report(2), 0xabc1u);
+  EXPECT_EQ(v.report(plain), plain) << "entries inserted without an id keep their address";
+  EXPECT_EQ(v.report(77), 77u) << "not an address of the AV: left alone";
+
+  // The id follows the entry, not the index: a reused index forgets it.
+  ASSERT_EQ(fi_av_remove(a, &ids[0], 1, 0), 0);
+  fi_addr_t again = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(fi_av_insert(a, &in[1], 1, &again, 0, nullptr), 1);
+  EXPECT_EQ(again, 1u);
+  EXPECT_EQ(v.report(1), 1u);
+
+  EXPECT_EQ(fi_av_set_user_id(a, again, 0x5eed, 0), 0);
+  EXPECT_EQ(v.report(again), 0x5eedu);
+  EXPECT_EQ(fi_av_set_user_id(a, plain, 0x1d, 0), 0);
+  EXPECT_EQ(v.report(plain), 0x1du);
+  EXPECT_EQ(fi_close(&a->fid), 0);
+}
+
+TEST(av_user_id, failed_addresses_report_notavail) {
+  env e;
+  fid_av* a = e.open();
+  sockaddr_in in[2] = {v4("10.0.0.1", 1), v4("10.0.0.2", 0)};  // port 0: refused
+  fi_addr_t ids[2] = {7, 8};
+  int errs[2] = {-1, -1};
+  EXPECT_EQ(fi_av_insert(a, in, 2, ids, FI_AV_USER_ID | FI_SYNC_ERR, errs), 1);
+  EXPECT_EQ(errs[0], 0);
+  EXPECT_NE(errs[1], 0);
+  EXPECT_EQ(ids[0], 0u);
+  EXPECT_EQ(ids[1], FI_ADDR_NOTAVAIL);
+  EXPECT_EQ(impl(a).report(0), 7u);
+  EXPECT_EQ(fi_close(&a->fid), 0);
+}
+
+TEST(av_user_id, ids_survive_growth_and_cost_nothing_until_used) {
+  env e;
+  fid_av* a = e.open();
+  constexpr uint32_t n = 5000;  // several chunks
+  std::vector<sockaddr_in> in(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    in[i] = v4("10.1.0.0", 1);
+    in[i].sin_addr.s_addr = htonl(i + 1);
+  }
+  std::vector<fi_addr_t> fa(n);
+  ASSERT_EQ(fi_av_insert(a, in.data(), 2000, fa.data(), 0, nullptr), 2000);
+  size_t before = impl(a).table().bytes();
+  EXPECT_FALSE(impl(a).table().ids_enabled());
+  // Ids turned on with entries in place, then more chunks grown with them.
+  std::vector<fi_addr_t> ids(n);
+  for (uint32_t i = 0; i < n; ++i) ids[i] = 1'000'000 + i;
+  ASSERT_EQ(fi_av_insert(a, &in[2000], n - 2000, &ids[2000], FI_AV_USER_ID, nullptr), int(n - 2000));
+  EXPECT_TRUE(impl(a).table().ids_enabled());
+  EXPECT_GT(impl(a).table().bytes(), before);
+  for (uint32_t i = 0; i < 2000; ++i) ASSERT_EQ(impl(a).report(fa[i]), fa[i]);
+  for (uint32_t i = 2000; i < n; ++i) ASSERT_EQ(impl(a).report(ids[i]), 1'000'000 + i);
+  EXPECT_EQ(fi_close(&a->fid), 0);
+
+  // Announced at open: ids stored from the first entry.
+  fid_av* b = e.open(FI_AV_TABLE, 0, FI_AV_USER_ID);
+  EXPECT_TRUE(impl(b).table().ids_enabled());
+  fi_addr_t id = 42;
+  ASSERT_EQ(fi_av_insert(b, &in[0], 1, &id, FI_AV_USER_ID, nullptr), 1);
+  EXPECT_EQ(impl(b).report(id), 42u);
+  EXPECT_EQ(fi_close(&b->fid), 0);
+}
+
+TEST(av_user_id, only_in_a_domain_opened_with_the_capability) {
+  env e(FI_SOCKADDR_IN, FI_THREAD_SAFE, FI_AV_UNSPEC, FI_MSG);
+  fid_av* a = e.open();
+  sockaddr_in in = v4("10.0.0.1", 1);
+  fi_addr_t fa = 5;
+  EXPECT_EQ(fi_av_insert(a, &in, 1, &fa, FI_AV_USER_ID, nullptr), -FI_EBADFLAGS);
+  ASSERT_EQ(fi_av_insert(a, &in, 1, &fa, 0, nullptr), 1);
+  EXPECT_EQ(fi_av_set_user_id(a, fa, 9, 0), -FI_ENOSYS);
+  EXPECT_EQ(impl(a).report(fa), fa);
+  EXPECT_EQ(fi_close(&a->fid), 0);
+  fi_av_attr attr{};
+  attr.flags = FI_AV_USER_ID;
+  fid_av* b = nullptr;
+  EXPECT_EQ(fi_av_open(e.dom, &attr, &b, nullptr), -FI_EBADFLAGS);
+}
+
+TEST(av_user_id, insertsvc_takes_an_id_too) {
+  env e;
+  fid_av* a = e.open();
+  fi_addr_t id = 0x77;
+  ASSERT_EQ(fi_av_insertsvc(a, "10.0.0.9", "99", &id, FI_AV_USER_ID, nullptr), 1);
+  EXPECT_EQ(impl(a).report(id), 0x77u);
+  EXPECT_EQ(fi_av_insertsvc(a, "10.0.0.9", "99", nullptr, FI_AV_USER_ID, nullptr), -FI_EINVAL);
   EXPECT_EQ(fi_close(&a->fid), 0);
 }
 

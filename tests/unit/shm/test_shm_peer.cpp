@@ -1,0 +1,405 @@
+// SPDX-License-Identifier: MIT
+// weft — shm as a peer provider (fi_peer(3)), the way a link provider uses
+// it: the test plays the owner, with its own completion queue (a
+// fid_peer_cq that records writes) and its own receive context (a
+// util::srx behind a fid_peer_srx whose owner_ops count the calls), opens
+// shm's peer CQ and peer SRX on them and binds two shm endpoints whose
+// addresses carry user ids (FI_AV_USER_ID). Every completion must reach the
+// owner's CQ, every receive must come from the owner's queue, and senders
+// must be named by their user ids.
+#include "util/srx.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_peer.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using weft::util::with_lock_policy;
+
+// ---- the owner ----------------------------------------------------------------
+
+struct owner_cq : fid_peer_cq {
+  struct rec {
+    void* context;
+    uint64_t flags;
+    size_t len;
+    void* buf;
+    uint64_t data, tag;
+    fi_addr_t src;
+    int err;
+  };
+  std::vector<rec> got;
+
+  static ssize_t write(fid_peer_cq* c, void* ctx, uint64_t flags, size_t len, void* buf,
+                       uint64_t data, uint64_t tag, fi_addr_t src) {
+    static_cast<owner_cq*>(c)->got.push_back({ctx, flags, len, buf, data, tag, src, 0});
+    return 0;
+  }
+  static ssize_t writeerr(fid_peer_cq* c, const fi_cq_err_entry* e) {
+    static_cast<owner_cq*>(c)->got.push_back(
+        {e->op_context, e->flags, e->len, e->buf, e->data, e->tag, e->src_addr, e->err});
+    return 0;
+  }
+  fi_ops_cq_owner ops{sizeof(fi_ops_cq_owner), write, writeerr};
+  fi_peer_cq_context ctx{sizeof(fi_peer_cq_context), this};
+
+  owner_cq() : fid_peer_cq{} {
+    fid.fclass = FI_CLASS_PEER_CQ;
+    owner_ops = &ops;
+  }
+  const rec* find(void* context) const {
+    for (const rec& r : got)
+      if (r.context == context) return &r;
+    return nullptr;
+  }
+};
+
+// The owner's receive context: a matching engine of its own, its owner_ops
+// wrapped to count what the peer calls. The engine compares addresses as the
+// peer reports them (user ids): no AV of its own.
+struct owner_srx {
+  weft::util::srx engine;
+  fid_peer_srx* face;
+  fi_ops_srx_owner real;
+  fi_ops_srx_owner counting{sizeof(fi_ops_srx_owner), get_msg,    get_tag,   queue_msg,
+                            queue_tag,                foreach_unspec, free_entry};
+  fi_peer_srx_context ctx{sizeof(fi_peer_srx_context), nullptr};
+  fi_threading threading;
+  int gets = 0, queued_msg = 0, queued_tag = 0, freed = 0;
+  fi_addr_t last_src = FI_ADDR_UNSPEC;
+
+  static weft::util::srx_attr attr_for(fi_threading t) {
+    weft::util::srx_attr a;
+    a.threading = t;
+    a.directed_recv = true;
+    return a;
+  }
+  explicit owner_srx(fi_threading t) : engine(attr_for(t)), threading(t) {
+    face = engine.add_peer(nullptr, this);
+    real = *face->owner_ops;
+    face->owner_ops = &counting;
+    ctx.srx = face;
+  }
+  static owner_srx* of(fid_peer_srx* s) { return static_cast<owner_srx*>(s->ep_fid.fid.context); }
+  static int get_msg(fid_peer_srx* s, fi_peer_match_attr* a, fi_peer_rx_entry** e) {
+    of(s)->gets++;
+    of(s)->last_src = a->addr;
+    return of(s)->real.get_msg(s, a, e);
+  }
+  static int get_tag(fid_peer_srx* s, fi_peer_match_attr* a, fi_peer_rx_entry** e) {
+    of(s)->gets++;
+    of(s)->last_src = a->addr;
+    return of(s)->real.get_tag(s, a, e);
+  }
+  static int queue_msg(fi_peer_rx_entry* e) {
+    of(e->srx)->queued_msg++;
+    return of(e->srx)->real.queue_msg(e);
+  }
+  static int queue_tag(fi_peer_rx_entry* e) {
+    of(e->srx)->queued_tag++;
+    return of(e->srx)->real.queue_tag(e);
+  }
+  static void foreach_unspec(fid_peer_srx* s, fi_addr_t (*f)(fi_peer_rx_entry*)) {
+    of(s)->real.foreach_unspec_addr(s, f);
+  }
+  static void free_entry(fi_peer_rx_entry* e) {
+    of(e->srx)->freed++;
+    of(e->srx)->real.free_entry(e);
+  }
+
+  // The application's receives, posted to the owner.
+  ssize_t recv(void* buf, size_t len, fi_addr_t src, void* ctx) {
+    iovec iov{buf, len};
+    return with_lock_policy(threading, [&]<class L>() {
+      return engine.post_msg<L>(&iov, nullptr, 1, src, ctx, 0);
+    });
+  }
+  ssize_t trecv(void* buf, size_t len, uint64_t tag, void* ctx, uint64_t flags = 0) {
+    iovec iov{buf, len};
+    return with_lock_policy(threading, [&]<class L>() {
+      return engine.post_tag<L>(&iov, nullptr, buf ? 1 : 0, FI_ADDR_UNSPEC, tag, 0, ctx, flags);
+    });
+  }
+  weft::util::srx_stats stats() {
+    return with_lock_policy(threading, [&]<class L>() { return engine.stats<L>(); });
+  }
+};
+
+// ---- shm under that owner --------------------------------------------------------
+
+constexpr fi_addr_t id_a = 1000, id_b = 2000;
+
+class shm_peer : public ::testing::TestWithParam<fi_threading> {
+ protected:
+  void SetUp() override {
+    fi_info* hints = fi_allocinfo();
+    hints->caps = FI_MSG | FI_TAGGED | FI_SOURCE | FI_PEER | FI_AV_USER_ID;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->domain_attr->threading = GetParam();
+    hints->fabric_attr->prov_name = strdup("shm");
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, hints, &info), 0);
+    fi_freeinfo(hints);
+    EXPECT_TRUE(info->caps & FI_PEER);
+    EXPECT_TRUE(info->caps & FI_AV_USER_ID);
+    ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
+    ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
+    owner = std::make_unique<owner_srx>(info->domain_attr->threading);
+
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_TAGGED;
+    ca.size = 64;
+    ca.flags = FI_PEER;
+    ASSERT_EQ(fi_cq_open(domain, &ca, &cq, &ocq.ctx), 0);
+    fi_rx_attr ra{};
+    ra.op_flags = FI_PEER;
+    ASSERT_EQ(fi_srx_context(domain, &ra, &srx, &owner->ctx), 0);
+    EXPECT_NE(owner->face->peer_ops, nullptr);
+    EXPECT_NE(owner->face->peer_ops->start_msg, nullptr);
+    fi_av_attr aa{};
+    aa.type = FI_AV_TABLE;
+    ASSERT_EQ(fi_av_open(domain, &aa, &av, nullptr), 0);
+    a = open_ep();
+    b = open_ep();
+    ASSERT_TRUE(a && b);
+    addr_a = insert(a, id_a);
+    addr_b = insert(b, id_b);
+  }
+  void TearDown() override {
+    for (fid_ep* e : {b, a}) {
+      if (e) {
+        EXPECT_EQ(fi_close(&e->fid), 0);
+      }
+    }
+    for (fid* f : {srx ? &srx->fid : nullptr, av ? &av->fid : nullptr, cq ? &cq->fid : nullptr,
+                   domain ? &domain->fid : nullptr, fabric ? &fabric->fid : nullptr}) {
+      if (f) {
+        EXPECT_EQ(fi_close(f), 0);
+      }
+    }
+    if (owner) {
+      EXPECT_EQ(owner->stats().unexpected, 0u) << "closed endpoints leave nothing queued";
+      EXPECT_EQ(owner->stats().pool_available, owner->stats().pool_capacity)
+          << "every entry went back to the owner";
+    }
+    fi_freeinfo(info);
+  }
+
+  fid_ep* open_ep() {
+    fid_ep* ep = nullptr;
+    EXPECT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
+    if (!ep) return nullptr;
+    EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
+    EXPECT_EQ(fi_ep_bind(ep, &srx->fid, 0), 0);
+    EXPECT_EQ(fi_enable(ep), 0);
+    return ep;
+  }
+  fi_addr_t insert(fid_ep* ep, fi_addr_t id) {
+    char name[128] = {};
+    size_t len = sizeof name;
+    EXPECT_EQ(fi_getname(&ep->fid, name, &len), 0);
+    fi_addr_t addr = id;
+    EXPECT_EQ(fi_av_insert(av, name, 1, &addr, FI_AV_USER_ID, nullptr), 1);
+    EXPECT_NE(addr, id) << "fi_addr comes back as the address to send to";
+    return addr;
+  }
+  // Drives progress the way an owner does, until `done` or a few seconds.
+  template <class P>
+  bool drive(P&& done) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!done()) {
+      if (fi_cq_read(cq, nullptr, 0) != 0) return false;
+      if (std::chrono::steady_clock::now() > deadline) return false;
+    }
+    return true;
+  }
+  bool has(void* ctx) {
+    return drive([&] { return ocq.find(ctx) != nullptr; });
+  }
+
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  owner_cq ocq;
+  std::unique_ptr<owner_srx> owner;
+  fid_cq* cq = nullptr;
+  fid_ep* srx = nullptr;
+  fid_av* av = nullptr;
+  fid_ep* a = nullptr;
+  fid_ep* b = nullptr;
+  fi_addr_t addr_a = FI_ADDR_NOTAVAIL, addr_b = FI_ADDR_NOTAVAIL;
+};
+
+INSTANTIATE_TEST_SUITE_P(threading, shm_peer, ::testing::Values(FI_THREAD_DOMAIN, FI_THREAD_SAFE));
+
+TEST_P(shm_peer, a_posted_receive_completes_on_the_owner_cq) {
+  char buf[64] = {};
+  fi_context rctx, sctx;
+  ASSERT_EQ(owner->recv(buf, sizeof buf, FI_ADDR_UNSPEC, &rctx), 0);
+  ASSERT_EQ(fi_send(a, "hello", 5, nullptr, addr_b, &sctx), 0);
+  ASSERT_TRUE(has(&rctx));
+  ASSERT_TRUE(has(&sctx));
+  const auto* r = ocq.find(&rctx);
+  EXPECT_EQ(r->flags, FI_MSG | FI_RECV);
+  EXPECT_EQ(r->len, 5u);
+  EXPECT_EQ(r->buf, buf);
+  EXPECT_EQ(r->src, id_a) << "the sender by its user id";
+  EXPECT_EQ(r->err, 0);
+  EXPECT_EQ(std::string(buf, 5), "hello");
+  const auto* s = ocq.find(&sctx);
+  EXPECT_EQ(s->flags, FI_MSG | FI_SEND);
+  EXPECT_EQ(owner->last_src, id_a) << "the owner matches in user ids too";
+  EXPECT_EQ(owner->gets, 1);
+  EXPECT_EQ(owner->queued_msg, 0);
+  EXPECT_EQ(owner->freed, 1);
+  EXPECT_EQ(ocq.got.size(), 2u);
+  EXPECT_FALSE(weft::util::cq::from(cq)->has_events()) << "nothing stays in shm's CQ";
+}
+
+TEST_P(shm_peer, tagged_with_data_and_a_directed_receive) {
+  char buf[16] = {};
+  fi_context rctx, sctx, dctx, d2ctx;
+  ASSERT_EQ(owner->trecv(buf, sizeof buf, 0x55, &rctx), 0);
+  ASSERT_EQ(fi_tsenddata(b, "tagged", 6, nullptr, 0xda7a, addr_a, 0x55, &sctx), 0);
+  ASSERT_TRUE(has(&rctx));
+  const auto* r = ocq.find(&rctx);
+  EXPECT_EQ(r->flags, FI_TAGGED | FI_RECV | FI_REMOTE_CQ_DATA);
+  EXPECT_EQ(r->tag, 0x55u);
+  EXPECT_EQ(r->data, 0xda7au);
+  EXPECT_EQ(r->len, 6u);
+  EXPECT_EQ(r->src, id_b);
+  // A receive directed at b's user id takes only b's message.
+  char d[8] = {}, d2[8] = {};
+  ASSERT_EQ(owner->recv(d, sizeof d, id_b, &dctx), 0);
+  ASSERT_EQ(owner->recv(d2, sizeof d2, id_a, &d2ctx), 0);
+  ASSERT_EQ(fi_inject(a, "from a", 6, addr_b), 0);
+  ASSERT_TRUE(has(&d2ctx));
+  EXPECT_EQ(ocq.find(&dctx), nullptr);
+  ASSERT_EQ(fi_inject(b, "from b", 6, addr_a), 0);
+  ASSERT_TRUE(has(&dctx));
+  EXPECT_EQ(std::string(d, 6), "from b");
+  EXPECT_EQ(std::string(d2, 6), "from a");
+}
+
+TEST_P(shm_peer, unexpected_messages_are_queued_at_the_owner_and_started_by_it) {
+  std::vector<char> big(100'000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char(i * 7);
+  fi_context s1, s2;
+  ASSERT_EQ(fi_send(a, "early", 5, nullptr, addr_b, &s1), 0);
+  ASSERT_EQ(fi_tsend(a, big.data(), big.size(), nullptr, addr_b, 0x77, &s2), 0);
+  ASSERT_TRUE(drive([&] { return owner->queued_msg == 1 && owner->queued_tag == 1; }));
+  EXPECT_EQ(owner->stats().unexpected, 2u);
+  EXPECT_EQ(ocq.find(&s2), nullptr) << "a large send completes once received";
+
+  char small[8] = {};
+  std::vector<char> got(big.size());
+  fi_context r1, r2;
+  ASSERT_EQ(owner->recv(small, sizeof small, FI_ADDR_UNSPEC, &r1), 0);  // start_msg
+  ASSERT_EQ(owner->trecv(got.data(), got.size(), 0x77, &r2), 0);        // start_tag
+  ASSERT_TRUE(has(&r1));
+  ASSERT_TRUE(has(&r2));
+  ASSERT_TRUE(has(&s2));
+  EXPECT_EQ(std::string(small, 5), "early");
+  EXPECT_EQ(ocq.find(&r1)->len, 5u);
+  EXPECT_EQ(ocq.find(&r1)->src, id_a);
+  EXPECT_EQ(ocq.find(&r2)->len, big.size());
+  EXPECT_EQ(ocq.find(&r2)->tag, 0x77u);
+  EXPECT_EQ(ocq.find(&r2)->src, id_a);
+  EXPECT_EQ(ocq.find(&r2)->err, 0);
+  EXPECT_EQ(got, big);
+  EXPECT_EQ(ocq.find(&s2)->err, 0);
+  EXPECT_EQ(owner->stats().unexpected, 0u);
+}
+
+TEST_P(shm_peer, discarded_messages_complete_nothing) {
+  std::vector<char> big(50'000, 'x');
+  fi_context s2;
+  ASSERT_EQ(fi_tinject(a, "drop me", 7, addr_b, 0x10), 0);
+  ASSERT_EQ(fi_tsend(a, big.data(), big.size(), nullptr, addr_b, 0x11, &s2), 0);
+  ASSERT_TRUE(drive([&] { return owner->queued_tag == 2; }));
+  int freed = owner->freed;
+  fi_context p1, p2;
+  // FI_PEEK | FI_DISCARD: the owner hands each to shm's discard_tag.
+  ASSERT_EQ(owner->trecv(nullptr, 0, 0x10, &p1, FI_PEEK | FI_DISCARD), 0);
+  ASSERT_EQ(owner->trecv(nullptr, 0, 0x11, &p2, FI_PEEK | FI_DISCARD), 0);
+  EXPECT_EQ(owner->freed, freed + 2) << "discard gives the entries back";
+  EXPECT_EQ(owner->stats().unexpected, 0u);
+  // The large sender learns its message was taken (and dropped).
+  ASSERT_TRUE(has(&s2));
+  EXPECT_EQ(ocq.find(&s2)->err, 0);
+  for (auto& r : ocq.got) EXPECT_FALSE(r.flags & FI_RECV) << "no receive completion";
+}
+
+TEST_P(shm_peer, closing_an_endpoint_withdraws_what_it_queued) {
+  ASSERT_EQ(fi_inject(a, "orphan", 6, addr_b), 0);
+  ASSERT_TRUE(drive([&] { return owner->queued_msg == 1; }));
+  EXPECT_EQ(owner->stats().unexpected, 1u);
+  EXPECT_EQ(fi_close(&srx->fid), -FI_EBUSY) << "bound endpoints hold it";
+  EXPECT_EQ(fi_close(&b->fid), 0);
+  b = nullptr;
+  EXPECT_EQ(owner->stats().unexpected, 0u);
+  // A receive posted now finds nothing of the closed endpoint's.
+  char buf[8];
+  fi_context r;
+  ASSERT_EQ(owner->recv(buf, sizeof buf, FI_ADDR_UNSPEC, &r), 0);
+  for (int i = 0; i < 10; ++i) fi_cq_read(cq, nullptr, 0);
+  EXPECT_EQ(ocq.find(&r), nullptr);
+  with_lock_policy(owner->threading, [&]<class L>() { owner->engine.cancel<L>(&r); });
+}
+
+TEST_P(shm_peer, receives_belong_to_the_owner_and_the_cq_to_its_reader) {
+  char buf[8];
+  EXPECT_EQ(fi_recv(b, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, nullptr), -FI_ENOSYS);
+  EXPECT_EQ(fi_trecv(b, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, 0, 0, nullptr), -FI_ENOSYS);
+  EXPECT_EQ(b->ops->rx_size_left(b), -FI_ENOSYS);
+  fi_cq_tagged_entry e;
+  EXPECT_EQ(fi_cq_read(cq, &e, 1), -FI_ENOSYS);
+  // The peer SRX takes no receives either: they go to the owner.
+  EXPECT_EQ(fi_recv(srx, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, nullptr), -FI_ENOSYS);
+  // Sends still work.
+  fi_context s;
+  ASSERT_EQ(fi_send(a, "x", 1, nullptr, addr_b, &s), 0);
+  EXPECT_TRUE(has(&s));
+}
+
+TEST_P(shm_peer, srx_context_and_bind_check_their_input) {
+  fi_rx_attr ra{};
+  fid_ep* s = nullptr;
+  EXPECT_EQ(fi_srx_context(domain, &ra, &s, &owner->ctx), -FI_ENOSYS) << "only as a peer";
+  ra.op_flags = FI_PEER;
+  EXPECT_EQ(fi_srx_context(domain, &ra, &s, nullptr), -FI_EINVAL);
+  fi_peer_srx_context small{sizeof(fi_peer_srx_context) - 1, owner->face};
+  EXPECT_EQ(fi_srx_context(domain, &ra, &s, &small), -FI_EINVAL);
+  fi_ops_srx_owner partial = owner->counting;
+  partial.queue_tag = nullptr;
+  fid_peer_srx lacking = *owner->face;
+  lacking.owner_ops = &partial;
+  fi_peer_srx_context lacking_ctx{sizeof(fi_peer_srx_context), &lacking};
+  EXPECT_EQ(fi_srx_context(domain, &ra, &s, &lacking_ctx), -FI_EINVAL);
+
+  fid_ep* ep = nullptr;
+  ASSERT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
+  EXPECT_EQ(fi_ep_bind(ep, &srx->fid, FI_RECV), -FI_EBADFLAGS);
+  ASSERT_EQ(fi_ep_bind(ep, &srx->fid, 0), 0);
+  EXPECT_EQ(fi_ep_bind(ep, &srx->fid, 0), -FI_EINVAL) << "one receive context per endpoint";
+  fid_ep* other = nullptr;
+  ASSERT_EQ(fi_endpoint(domain, info, &other, nullptr), 0);
+  // A receive context shm did not open (here the owner's own) is refused.
+  EXPECT_EQ(fi_ep_bind(other, &owner->face->ep_fid.fid, 0), -FI_EINVAL);
+  EXPECT_EQ(fi_close(&other->fid), 0);
+  EXPECT_EQ(fi_close(&ep->fid), 0);
+}
+
+}  // namespace
