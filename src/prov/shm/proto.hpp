@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// weft — the shm provider's shared-memory layout, version 2.
+// weft — the shm provider's shared-memory layout, version 3.
 //
 // Every endpoint owns one region: a file in /dev/shm (mode 0600, see
 // region.hpp for the name), mapped MAP_SHARED by its owner and by every local
@@ -63,7 +63,7 @@ namespace weft::shm::proto {
 inline constexpr uint64_t magic = 0x004d4853'54464557ull;
 // Bumped on any change of this file's layouts or protocols; peers of different
 // versions refuse each other's regions (attach answers -FI_EOPNOTSUPP).
-inline constexpr uint32_t version = 2;
+inline constexpr uint32_t version = 3;
 
 inline constexpr size_t cache_line = 64;
 inline constexpr size_t page_bytes = 4096;
@@ -127,8 +127,10 @@ static_assert(std::is_standard_layout_v<region_header>);
 // Control area, from page 1:
 //
 //   hwm line        one line: claim_hwm (uint32), 1 + the highest ring index
-//                   ever claimed (monotonic, raised with CAS by claimers), so
-//                   the owner scans only the doorbell words that can be set.
+//                   ever claimed (monotonic, raised with CAS by claimers), and
+//                   claimed_words, the doorbell words that hold a ring ever
+//                   claimed (fetch_or by claimers), so the owner scans only
+//                   the doorbell lines that can be set.
 //   claim bitmap    nrings bits, packed (8 words per line). Bit i set: ring i
 //                   belongs to a sender. Claimed with fetch_or (the winner of
 //                   the 0 -> 1 transition owns the ring), freed with fetch_and
@@ -140,7 +142,11 @@ static_assert(std::is_standard_layout_v<region_header>);
 struct alignas(cache_line) hwm_line {
   uint32_t claim_hwm;  // atomic
   uint32_t reserved0;
-  uint64_t reserved[7];
+  // atomic: bit w set once a ring of doorbell word w was ever claimed. The
+  // owner looks only at those doorbell lines (claims start at a word hashed
+  // from the sender, so rings in use are spread over the words).
+  uint64_t claimed_words;
+  uint64_t reserved[6];
 };
 static_assert(sizeof(hwm_line) == cache_line);
 static_assert(std::is_trivially_copyable_v<hwm_line>);

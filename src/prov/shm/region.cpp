@@ -463,6 +463,9 @@ errc region::claim(const sender_identity& me, uint32_t& ring) noexcept {
         seg.xfer = seg.offset = 0;
       }
       ring_init(ring_mem(r));
+      // Before the claim is published: the owner then scans this word.
+      std::atomic_ref<uint64_t>(hwm_line()->claimed_words)
+          .fetch_or(uint64_t{1} << w, std::memory_order_release);
       std::atomic_ref<uint32_t> hwm(hwm_line()->claim_hwm);
       uint32_t h = hwm.load(std::memory_order_relaxed);
       while (h < r + 1 && !hwm.compare_exchange_weak(h, r + 1, std::memory_order_release,
