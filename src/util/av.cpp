@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/log.hpp"
+#include "util/av_shared.hpp"
 #include "util/eq.hpp"
 #include "util/nosys.hpp"
 
@@ -125,40 +126,68 @@ int av::open(domain& dom, fi_av_attr* attr, fid_av** out, void* context) noexcep
     WEFT_WARN(prov, FI_LOG_AV, "FI_READ opens an existing named AV, and no name was given");
     return to_fi(errc::inval);
   }
-  if (attr->name) {
-    WEFT_WARN(prov, FI_LOG_AV, "named (shared) AV \"%s\" is not supported", attr->name);
+  if (attr->name && !codec->shareable) {
+    WEFT_WARN(prov, FI_LOG_AV, "named (shared) AV \"%s\": %s addresses cannot be shared",
+              attr->name, dom.provider() ? dom.provider()->name : "this provider's");
     return to_fi(errc::nosys);
   }
-  if (type == FI_AV_UNSPEC) type = dom.av_type() != FI_AV_UNSPEC ? dom.av_type() : FI_AV_TABLE;
+  if (attr->name && (attr->flags & FI_AV_USER_ID)) {
+    WEFT_WARN(prov, FI_LOG_AV, "FI_AV_USER_ID: user ids are per process, a named AV has none");
+    return to_fi(errc::badflags);
+  }
+  if (type == FI_AV_UNSPEC) type = dom.av_type();
+  std::unique_ptr<av_file> file;
+  if (attr->name) {
+    // A reader takes the file's type unless one was asked for.
+    bool writer = !(attr->flags & FI_READ);
+    if (writer && type == FI_AV_UNSPEC) type = FI_AV_TABLE;
+    if (errc e = av_file::open(attr->name, writer, *codec, type, attr->count, prov, file);
+        e != errc::ok)
+      return to_fi(e);
+  }
+  if (type == FI_AV_UNSPEC) type = FI_AV_TABLE;
+  void* map_addr = file ? file->base() : nullptr;
   fi_av_attr a = *attr;
   a.type = type;
   int rc = abi_guard([&] {
-    *out = new av(dom, *codec, a, context);
+    *out = new av(dom, *codec, a, context, std::move(file));
     return 0;
   });
-  if (rc == 0) attr->type = type;  // fi_av(3): FI_AV_UNSPEC reports the type chosen
-  return rc;
+  if (rc != 0) return rc;
+  attr->type = type;  // fi_av(3): FI_AV_UNSPEC reports the type chosen
+  // fi_av(3): "If name is non-NULL and map_addr is 0, then the map_addr used
+  // by the provider will be returned". fi_addr values do not depend on it.
+  if (attr->name && !attr->map_addr) attr->map_addr = map_addr;
+  return 0;
 }
 
-av::av(domain& dom, const av_codec& codec, const fi_av_attr& attr, void* context)
+av::av(domain& dom, const av_codec& codec, const fi_av_attr& attr, void* context,
+       std::unique_ptr<av_file> file)
     : fid_object(FI_CLASS_AV, context),
       domain_(&dom),
       codec_(&codec),
       type_(attr.type),
       events_(attr.flags & FI_EVENT),
+      shared_(std::move(file)),
+      reader_(shared_ && (attr.flags & FI_READ)),
       table_(codec) {
   // AVs are not among the objects FI_THREAD_COMPLETION makes the application
   // serialise (fi_domain(3) names endpoints, contexts, CQs, counters, wait
   // and poll sets), so only FI_THREAD_DOMAIN lets the AV go unlocked.
   auto install = [this]<class Lock>() {
     ops = writable(av_ops<Lock>::table);
-    reverse_ = &av::reverse_as<Lock>;
+    reverse_ = reader_ ? &av::reverse_shared<Lock> : &av::reverse_as<Lock>;
   };
   if (dom.lock_threading() == FI_THREAD_DOMAIN)
     install.template operator()<null_lock>();
   else
     install.template operator()<mutex_lock>();
-  table_.reserve(std::min(attr.count, count_hint_cap));
+  if (shared_) table_.use_storage(shared_->entries(), shared_->capacity());
+  if (reader_) {
+    (void)follow(0);
+    return;
+  }
+  table_.reserve(std::min({attr.count, count_hint_cap, shared_ ? shared_->capacity() : SIZE_MAX}));
   if (attr.flags & FI_AV_USER_ID) table_.enable_ids();
 }
 
@@ -189,6 +218,49 @@ fi_addr_t av::reverse_as(const av& self, const uint8_t* e) noexcept {
   return i == av_table::none ? FI_ADDR_NOTAVAIL : fi_addr_t{i};
 }
 
+// ---- named AVs ------------------------------------------------------------
+
+const uint8_t* av::follow(fi_addr_t a) const noexcept {
+  const av_file_header& h = shared_->header();
+  table_.follow(h.bound.load(std::memory_order_acquire), h.live.load(std::memory_order_relaxed));
+  return table_.get(a);
+}
+
+// An FI_READ AV's reverse index is a cache of the writer's entries: brought
+// up to date here (entries appended since: indexed; any removed or reused:
+// rebuilt), under the lock as any reverse lookup.
+template <class Lock>
+fi_addr_t av::reverse_shared(const av& cself, const uint8_t* e) noexcept {
+  [[maybe_unused]] auto g = cself.guard<Lock>();
+  av& self = const_cast<av&>(cself);  // never a const object: made by open
+  const av_file_header& h = self.shared_->header();
+  uint64_t gen = h.gen.load(std::memory_order_acquire);  // before the entries
+  (void)self.follow(0);
+  if (gen != self.indexed_gen_ || self.table_.bound() != self.indexed_bound_) {
+    try {
+      self.indexed_bound_ = self.table_.index_published(self.indexed_bound_, gen != self.indexed_gen_);
+      self.indexed_gen_ = gen;
+    } catch (const std::bad_alloc&) {
+      WEFT_WARN(prov_of(&self), FI_LOG_AV, "out of memory indexing shared AV %s",
+                self.shared_->path().c_str());
+      return FI_ADDR_NOTAVAIL;
+    }
+  }
+  uint32_t i = self.table_.find(e);
+  return i == av_table::none ? FI_ADDR_NOTAVAIL : fi_addr_t{i};
+}
+
+void av::publish(bool reshaped) noexcept {
+  if (shared_) shared_->publish(table_.bound(), table_.live(), reshaped);
+}
+
+bool av::refuse_read_only(const char* what) const noexcept {
+  if (!reader_) return false;
+  WEFT_WARN(prov_of(this), FI_LOG_AV, "%s: AV %s was opened with FI_READ", what,
+            shared_->path().c_str());
+  return true;
+}
+
 const char* av::straddr(const void* addr, char* buf, size_t* len) noexcept {
   if (!addr || !len || (!buf && *len)) {
     WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_straddr: %s is NULL",
@@ -214,7 +286,7 @@ int av::lookup(fi_addr_t fi_addr, void* addr, size_t* addrlen) {
     return to_fi(errc::inval);
   }
   [[maybe_unused]] auto g = guard<Lock>();
-  const uint8_t* e = table_.get(fi_addr);
+  const uint8_t* e = entry(fi_addr);  // an FI_READ AV catches up first
   if (!e) {
     WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_lookup: %#llx is not an address of this AV",
               static_cast<unsigned long long>(fi_addr));
@@ -237,6 +309,10 @@ bool av::user_ids_offered() const noexcept {
 template <class Lock>
 int av::set_user_id(fi_addr_t fi_addr, fi_addr_t user_id, uint64_t flags) {
   if (!user_ids_offered()) return to_fi(errc::nosys);
+  if (shared_) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_set_user_id: a named AV keeps no user ids");
+    return to_fi(refuse_read_only("fi_av_set_user_id") ? errc::perm : errc::nosys);
+  }
   if (flags) {
     WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_set_user_id flags are reserved, got %#llx",
               static_cast<unsigned long long>(flags));
@@ -260,6 +336,7 @@ int av::remove(fi_addr_t* fi_addr, size_t count, uint64_t flags) {
               static_cast<unsigned long long>(flags));
     return to_fi(errc::badflags);
   }
+  if (refuse_read_only("fi_av_remove")) return to_fi(errc::perm);
   if (!count) return 0;
   if (!fi_addr) {
     WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_remove: fi_addr is NULL");
@@ -273,6 +350,7 @@ int av::remove(fi_addr_t* fi_addr, size_t count, uint64_t flags) {
     if (table_.remove(fi_addr[i])) continue;
     if (!bad++) first_bad = fi_addr[i];
   }
+  if (bad < count) publish(true);
   if (!bad) return 0;
   // The valid addresses are gone either way; the call reports the rest.
   WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_remove: %zu of %zu not in the AV (first %#llx)", bad,
@@ -281,6 +359,11 @@ int av::remove(fi_addr_t* fi_addr, size_t count, uint64_t flags) {
 }
 
 int av::check_insert_flags(uint64_t flags, void* context, const fi_addr_t* fi_addr) const noexcept {
+  if (refuse_read_only("fi_av_insert")) return to_fi(errc::perm);
+  if ((flags & FI_AV_USER_ID) && shared_) {
+    WEFT_WARN(prov_of(this), FI_LOG_AV, "FI_AV_USER_ID: a named AV keeps no user ids");
+    return to_fi(errc::badflags);
+  }
   if (flags & ~insert_flags) {
     WEFT_WARN(prov_of(this), FI_LOG_AV, "unsupported insert flags %#llx",
               static_cast<unsigned long long>(flags & ~insert_flags));
@@ -319,6 +402,19 @@ int av::add_all(size_t n, Source&& source, fi_addr_t* fi_addr, uint64_t flags, v
   };
   const bool user_ids = flags & FI_AV_USER_ID;
   [[maybe_unused]] auto g = guard<Lock>();
+  if (shared_) {
+    // The file backs every index this insert may use, or it fails whole.
+    size_t span = table_.span_after(n);
+    errc e = span > shared_->capacity() ? errc::nospc : shared_->ensure(span);
+    if (e != errc::ok) {
+      WEFT_WARN(prov_of(this), FI_LOG_AV, "shared AV %s: no room for %zu more entries (%s)",
+                shared_->path().c_str(), n,
+                span > shared_->capacity() ? "its capacity, set by fi_av_attr.count at creation"
+                                           : fi_strerror(-to_fi(e)));
+      return fail_all(e);
+    }
+  }
+  const bool reuses = table_.free_count() > 0;  // an index readers may have seen before
   try {
     table_.reserve(n);
     if (user_ids) table_.enable_ids();
@@ -357,6 +453,7 @@ int av::add_all(size_t n, Source&& source, fi_addr_t* fi_addr, uint64_t flags, v
   if (bad && !warned)
     WEFT_WARN(prov_of(this), FI_LOG_AV, "%zu of %zu addresses not inserted (first: %s)", bad, n,
               fi_strerror(first_err));
+  if (ok) publish(reuses);
   if (!events_) return static_cast<int>(ok);
   return report<Lock>(n, failed, ok, fi_addr, context);
 }
@@ -389,6 +486,7 @@ int av::report(size_t n, const std::vector<std::pair<size_t, int>>& failed, size
       if (fi_addr[i] != FI_ADDR_NOTAVAIL) table_.remove(fi_addr[i]);
       fi_addr[i] = FI_ADDR_NOTAVAIL;
     }
+    publish(true);
   }
   return rc;
 }

@@ -64,6 +64,9 @@ struct av_codec {
   // The node `step` places after `node` in an fi_av_insertsym range, into
   // out[len]: 0, or -FI_EINVAL when node has no numeric part to step.
   int (*step_node)(const char* node, size_t step, char* out, size_t len);
+  // Entries mean the same in every process on the node (no pointers, no
+  // per-process handles): named AVs (fi_av(3) `name`) may share them.
+  bool shareable = false;
 };
 
 // Zeroed memory for the reverse index. Large blocks are mapped on 2 MiB
@@ -112,6 +115,27 @@ class av_table {
   av_table(const av_table&) = delete;
   av_table& operator=(const av_table&) = delete;
   ~av_table();
+
+  // Named AVs: entries live in caller-owned memory (a shared file mapping)
+  // of `entries` entries (a multiple of chunk_entries), chunk k at
+  // base + k * chunk bytes, instead of allocated chunks; the table never
+  // holds more. Called once, on a fresh table; throws bad_alloc.
+  void use_storage(uint8_t* base, size_t entries);
+  // Indices ever handed out, and what bound() will be after n more add()s.
+  uint32_t bound() const noexcept { return bound_.load(std::memory_order_acquire); }
+  size_t span_after(size_t n) const noexcept {
+    return bound() + (n > free_.size() ? n - free_.size() : 0);
+  }
+  size_t free_count() const noexcept { return free_.size(); }
+  // A reader of storage another process writes: adopts the bound and live
+  // count it published (the bound never moves back). Lock-free; what get()
+  // and live() read is cached state of the writer's, hence const.
+  void follow(uint32_t bound, size_t live) const noexcept;
+  // A reader: puts the published entries [from, bound()) into the reverse
+  // index, or rebuilds it from all of them (`all`: some were removed or
+  // reused). Returns the bound indexed up to (the next call's `from`).
+  // Throws bad_alloc with the index unchanged.
+  uint32_t index_published(uint32_t from, bool all);
 
   // Makes room so that `n` more add() calls cannot fail; throws bad_alloc
   // (with no entry changed) when memory runs out. n <= max_entries - live().
@@ -176,7 +200,7 @@ class av_table {
   }
   uint64_t next(uint64_t pos) const noexcept { return pos + 1 == cap_ ? 0 : pos + 1; }
   void grow_chunks(size_t entries);
-  void rehash(uint64_t new_cap);
+  void rehash(uint64_t new_cap, uint32_t bound);
   void index_insert_at(uint32_t i, uint64_t pos) noexcept;
 
   const av_codec& codec_;
@@ -186,6 +210,9 @@ class av_table {
   // memcmp costs as much as the rest of a lookup).
   bool (*equal_)(const uint8_t* a, const uint8_t* b, size_t size) noexcept;
 
+  // Named AVs: the caller's memory holding every chunk, and its size.
+  uint8_t* ext_ = nullptr;
+  size_t ext_cap_ = 0;
   // Entries: the directory readers see, every directory ever published (the
   // last is current), and the chunks.
   std::atomic<const chunk_ref*> dir_{nullptr};
@@ -195,7 +222,7 @@ class av_table {
   std::vector<std::unique_ptr<uint8_t[]>> chunks_;
   std::vector<std::unique_ptr<fi_addr_t[]>> id_chunks_;  // parallel to chunks_ once ids are on
   std::atomic<bool> ids_on_{false};
-  std::atomic<uint32_t> bound_{0};  // indices ever handed out
+  mutable std::atomic<uint32_t> bound_{0};  // indices ever handed out (follow: a reader's cache)
   // Removed indices, a min-heap: the man page places an insert at the
   // lowest unused index.
   std::vector<uint32_t> free_;
@@ -208,19 +235,32 @@ class av_table {
   zeroed_block block_;
   uint32_t* slots_ = nullptr;
   uint64_t cap_ = 0;
-  std::atomic<size_t> live_{0};  // atomic: providers may read count() anywhere
+  mutable std::atomic<size_t> live_{0};  // atomic: providers may read count() anywhere
 };
 
+class av_file;
+
+// A named AV (fi_av(3) `name`, FI_SHARED_AV) keeps its entries in a file
+// every process opening the name maps (av_shared.hpp): one read-write opener
+// inserts and removes, FI_READ openers see its fi_addr values. fi_addr
+// values are indices whatever map_addr is; map_addr reports where this
+// process mapped the file and is otherwise ignored.
 class av : public fid_object<av, fid_av> {
  public:
   static int open(domain& dom, fi_av_attr* attr, fid_av** out, void* context) noexcept;
-  av(domain& dom, const av_codec& codec, const fi_av_attr& attr, void* context);
+  av(domain& dom, const av_codec& codec, const fi_av_attr& attr, void* context,
+     std::unique_ptr<av_file> file = nullptr);
   ~av() override;
 
   // ---- data path (providers) ----
   // The stored entry for fi_addr a; nullptr when a is not a live address.
-  // Lock-free under every policy (see av_table).
-  const uint8_t* entry(fi_addr_t a) const noexcept { return table_.get(a); }
+  // Lock-free under every policy (see av_table). An FI_READ AV catches up
+  // with its writer on a miss only: a hit costs what it costs unshared.
+  const uint8_t* entry(fi_addr_t a) const noexcept {
+    if (const uint8_t* e = table_.get(a)) [[likely]]
+      return e;
+    return reader_ ? follow(a) : nullptr;
+  }
   // The fi_addr_t of a peer given as an entry (codec().encode of a received
   // source address); FI_ADDR_NOTAVAIL when unknown. Takes the writers' lock
   // under a locking policy: the policy's variant is chosen at open.
@@ -234,6 +274,8 @@ class av : public fid_object<av, fid_av> {
   size_t count() const noexcept { return table_.live(); }
   domain& dom() const noexcept { return *domain_; }
   fi_av_type type() const noexcept { return type_; }
+  bool shared() const noexcept { return shared_ != nullptr; }
+  bool read_only() const noexcept { return reader_; }
   const av_table& table() const noexcept { return table_; }
 
   // ---- fi_ops_av, instantiated per lock policy ----
@@ -266,6 +308,13 @@ class av : public fid_object<av, fid_av> {
   }
   template <class Lock>
   static fi_addr_t reverse_as(const av& self, const uint8_t* e) noexcept;
+  template <class Lock>
+  static fi_addr_t reverse_shared(const av& self, const uint8_t* e) noexcept;
+  // FI_READ: adopts what the writer published, then looks again.
+  const uint8_t* follow(fi_addr_t a) const noexcept;
+  // A writer of a named AV: readers see the table as it is now.
+  void publish(bool reshaped) noexcept;
+  bool refuse_read_only(const char* what) const noexcept;  // logs
   int check_insert_flags(uint64_t flags, void* context, const fi_addr_t* fi_addr) const noexcept;
   bool user_ids_offered() const noexcept;  // logs when not
   // Adds n addresses; source(i, entry) encodes the i-th into `entry` and
@@ -288,6 +337,12 @@ class av : public fid_object<av, fid_av> {
   fi_addr_t (*reverse_)(const av&, const uint8_t*) noexcept;
   mutable std::mutex mutex_;
   ref<class eq> eq_;
+  // Named AVs: the file, whether we only read it, and (readers, under the
+  // lock) how far the reverse index has caught up with the writer.
+  std::unique_ptr<av_file> shared_;
+  bool reader_ = false;
+  uint32_t indexed_bound_ = 0;
+  uint64_t indexed_gen_ = 0;
   av_table table_;
 };
 

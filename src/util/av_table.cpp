@@ -88,7 +88,7 @@ void av_table::reserve(size_t n) {
     uint64_t c = std::max<uint64_t>({want, cap_ + cap_ / 5, 64});
     // Whole huge pages once the index is that large, else 64-slot steps.
     uint64_t step = c * sizeof(uint32_t) >= zeroed_block::huge ? zeroed_block::huge / 4 : 64;
-    rehash((c + step - 1) / step * step);
+    rehash((c + step - 1) / step * step, bound_.load(std::memory_order_relaxed));
   }
 }
 
@@ -104,6 +104,12 @@ std::unique_ptr<fi_addr_t[]> fresh_ids(size_t chunk, size_t n) {
 }  // namespace
 
 void av_table::grow_chunks(size_t entries) {
+  if (ext_) {
+    // The directory covers the caller's memory already; the caller checks
+    // the capacity before it inserts.
+    if (entries > ext_cap_) throw std::bad_alloc{};
+    return;
+  }
   size_t want = (entries + chunk_entries - 1) >> chunk_shift;
   size_t have = chunks_.size();
   const bool ids = ids_on_.load(std::memory_order_relaxed);
@@ -145,6 +151,8 @@ void av_table::grow_chunks(size_t entries) {
 
 void av_table::enable_ids() {
   if (ids_on_.load(std::memory_order_relaxed)) return;
+  // Ids are per process; a named AV (the av refuses them) has none.
+  if (ext_) throw std::bad_alloc{};
   size_t have = chunks_.size();
   if (have) {
     // Readers may be in the current directory: a new one carries the ids.
@@ -169,14 +177,58 @@ void av_table::set_user_id(uint32_t i, fi_addr_t id) noexcept {
   std::atomic_ref<fi_addr_t>(ids[i & (chunk_entries - 1)]).store(id, std::memory_order_relaxed);
 }
 
-void av_table::rehash(uint64_t new_cap) {
+void av_table::use_storage(uint8_t* base, size_t entries) {
+  size_t n = entries >> chunk_shift;
+  auto dir = std::make_unique<chunk_ref[]>(n);
+  for (size_t k = 0; k < n; ++k)
+    dir[k] = {base + k * size_t{chunk_entries} * entry_size_, nullptr};
+  dirs_.push_back(std::move(dir));
+  dir_cap_ = n;
+  dirs_bytes_ += n * sizeof(chunk_ref);
+  ext_ = base;
+  ext_cap_ = n * chunk_entries;
+  dir_.store(dirs_.back().get(), std::memory_order_release);
+}
+
+void av_table::follow(uint32_t bound, size_t live) const noexcept {
+  uint32_t cur = bound_.load(std::memory_order_relaxed);
+  // Two threads may follow at once: the larger bound wins. Never beyond the
+  // directory, whatever the other process wrote.
+  bound = static_cast<uint32_t>(std::min<size_t>(bound, ext_cap_));
+  while (cur < bound && !bound_.compare_exchange_weak(cur, bound, std::memory_order_release,
+                                                       std::memory_order_relaxed)) {
+  }
+  live_.store(live, std::memory_order_relaxed);
+}
+
+uint32_t av_table::index_published(uint32_t from, bool all) {
+  // One snapshot: follow() may raise the bound meanwhile, and what lies
+  // beyond it is indexed next time, exactly once.
+  uint32_t bound = bound_.load(std::memory_order_acquire);
+  // Sized for every index ever handed out (a bound on the live ones, which
+  // the other process may change while we read): probing always ends.
+  uint64_t want = 2 * uint64_t{bound};
+  if (all || want > cap_) {
+    // A rebuild alone keeps the size: removals do not grow the index.
+    uint64_t c = want > cap_ ? std::max<uint64_t>({want, cap_ + cap_ / 5, 64}) : cap_;
+    uint64_t step = c * sizeof(uint32_t) >= zeroed_block::huge ? zeroed_block::huge / 4 : 64;
+    rehash((c + step - 1) / step * step, bound);
+    return bound;
+  }
+  for (uint32_t i = from; i < bound; ++i) {
+    const uint8_t* e = slot_of(i);
+    if (e[live_offset_] | e[live_offset_ + 1]) index_insert_at(i, home(e));
+  }
+  return bound;
+}
+
+void av_table::rehash(uint64_t new_cap, uint32_t bound) {
   zeroed_block fresh(new_cap * sizeof(uint32_t));
   block_ = std::move(fresh);
   slots_ = static_cast<uint32_t*>(block_.get());
   cap_ = new_cap;
   // Entries in order, homes computed a group ahead and their slots
   // prefetched: the misses overlap instead of queueing behind each probe.
-  uint32_t bound = bound_.load(std::memory_order_relaxed);
   constexpr uint32_t group = 16;
   uint64_t homes[group];
   for (uint32_t base = 0; base < bound; base += group) {

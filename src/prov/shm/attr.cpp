@@ -78,7 +78,8 @@ fi_domain_attr dom = [] {
   d.max_ep_srx_ctx = 0;
   d.cntr_cnt = 256;
   d.mr_iov_limit = 4;
-  d.caps = FI_LOCAL_COMM;
+  // FI_SHARED_AV: named AVs live in /dev/shm (util/av_shared.hpp).
+  d.caps = FI_LOCAL_COMM | FI_SHARED_AV;
   d.max_err_data = 0;
   d.mr_cnt = 65536;
   d.max_ep_auth_key = 0;
@@ -100,7 +101,7 @@ fi_info tmpl = [] {
   // FI_PEER: usable by a link provider that owns the CQs, counters and the
   // receive context (fi_peer(3)). FI_AV_USER_ID (rx_caps): completions name
   // senders by the ids given at insertion.
-  i.caps = tx_caps | rx_caps | FI_LOCAL_COMM | FI_PEER;
+  i.caps = tx_caps | rx_caps | FI_LOCAL_COMM | FI_SHARED_AV | FI_PEER;
   i.mode = 0;
   i.addr_format = FI_ADDR_STR;
   i.tx_attr = &tx;

@@ -132,6 +132,9 @@ const util::av_codec addr_codec = {
     .hash = codec_hash,
     .resolve = codec_resolve,
     .step_node = nullptr,
+    // pid, PID namespace and endpoint index name a region for every process
+    // of the user: named AVs (FI_SHARED_AV) hold them as they are.
+    .shareable = true,
 };
 
 bool parse_name(const char* s, size_t len, addr_entry& out) noexcept {
