@@ -4,6 +4,7 @@
 // and the bindings to CQs, counters, the AV and the EQ (fi_ep_bind).
 #pragma once
 
+#include "core/log.hpp"
 #include "util/av.hpp"
 #include "util/cntr.hpp"
 #include "util/cq.hpp"
@@ -30,6 +31,24 @@ struct ep_bindings {
   int bind(domain& dom, struct fid* bfid, uint64_t flags, progress_hook hook, int wait_fd) noexcept;
   // Undoes every registration `bind` made (at close).
   void unbind(void* hook_obj, int wait_fd) noexcept;
+
+  // A served RMA or atomic touched our memory: the remote counters by
+  // kind_flags (FI_REMOTE_WRITE / FI_REMOTE_READ), and with `with_data` the
+  // remote CQ data completion on the receive CQ, which uses no posted receive
+  // (fi_cq(3); weft never asks for FI_RX_CQ_DATA).
+  template <class Lock>
+  void remote_event(const fi_provider* prov, uint64_t kind_flags, bool with_data, uint64_t data,
+                    fi_addr_t src) noexcept {
+    if (kind_flags & FI_REMOTE_WRITE)
+      if (cntr* n = rem_write_cntr.get()) n->inc();
+    if (kind_flags & FI_REMOTE_READ)
+      if (cntr* n = rem_read_cntr.get()) n->inc();
+    if (!with_data) return;
+    if (cq* c = rx_cq.get(); c && !c->write<Lock>({nullptr, kind_flags | FI_REMOTE_CQ_DATA, 0,
+                                                    nullptr, data, 0, src, 0}))
+      WEFT_WARN(prov, FI_LOG_EP_DATA, "receive CQ overrun: remote CQ data %llx lost",
+                static_cast<unsigned long long>(data));
+  }
 
   // fi_enable's checks: an AV when the endpoint type needs one, an EQ for
   // connected endpoints, and a CQ or counter for each direction `caps` use.

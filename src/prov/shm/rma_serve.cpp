@@ -73,18 +73,6 @@ int cma_error(int rc) noexcept {
 
 // ---- target ---------------------------------------------------------------------------
 
-template <class Lock>
-void endpoint::remote_event(uint64_t kind_flags, uint16_t req_flags, uint64_t data,
-                            fi_addr_t src) noexcept {
-  if (kind_flags & FI_REMOTE_WRITE)
-    if (util::cntr* n = bound_.rem_write_cntr.get()) n->inc();
-  if (kind_flags & FI_REMOTE_READ)
-    if (util::cntr* n = bound_.rem_read_cntr.get()) n->inc();
-  if (req_flags & proto::flag_data)
-    if (util::cq* cq = bound_.rx_cq.get())
-      cq->write<Lock>({nullptr, kind_flags | FI_REMOTE_CQ_DATA, 0, nullptr, data, 0, src, 0});
-}
-
 namespace {
 
 // The local memory behind the request's target ranges, every range checked.
@@ -390,7 +378,6 @@ bool endpoint::handle_atomic(inbound& in, const msg_view& v) noexcept {
 }
 
 #define WEFT_SHM_INSTANTIATE(L)                                                              \
-  template void endpoint::remote_event<L>(uint64_t, uint16_t, uint64_t, fi_addr_t) noexcept; \
   template bool endpoint::handle_rma_write<L>(inbound&, const msg_view&) noexcept;           \
   template bool endpoint::handle_rma_read<L>(inbound&, const msg_view&) noexcept;            \
   template bool endpoint::handle_atomic<L>(inbound&, const msg_view&) noexcept;

@@ -257,23 +257,6 @@ void endpoint::put_tx(tx_entry* t) noexcept {
 // ---- target -----------------------------------------------------------------------
 
 template <class Lock>
-void endpoint::remote_event(uint64_t kind_flags, uint16_t req_flags, uint64_t data,
-                            fi_addr_t src) noexcept {
-  if (kind_flags & FI_REMOTE_WRITE)
-    if (util::cntr* n = bound_.rem_write_cntr.get()) n->inc();
-  if (kind_flags & FI_REMOTE_READ)
-    if (util::cntr* n = bound_.rem_read_cntr.get()) n->inc();
-  if (!(req_flags & proto::flag_cq_data)) return;
-  util::cq* cq = bound_.rx_cq.get();
-  // fi_cq(3): remote CQ data of an RMA write is reported on the receive CQ
-  // without consuming a posted receive (weft never asks for FI_RX_CQ_DATA).
-  if (cq && !cq->write<Lock>({nullptr, kind_flags | FI_REMOTE_CQ_DATA, 0, nullptr, data, 0, src,
-                              0}))
-    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "receive CQ overrun: remote CQ data %llx lost",
-              static_cast<unsigned long long>(data));
-}
-
-template <class Lock>
 bool endpoint::answer(conn& c, proto::op op, uint32_t id, uint8_t req_op, int err,
                       const iovec* iov, size_t count, bool copy) noexcept {
   tx_entry* t = take_response();

@@ -514,7 +514,9 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   void finish_request(tx_entry* t, int err) noexcept;
   template <class Lock>
-  void remote_event(uint64_t kind_flags, uint16_t req_flags, uint64_t data, fi_addr_t src) noexcept;
+  void remote_event(uint64_t kind_flags, uint16_t req_flags, uint64_t data, fi_addr_t src) noexcept {
+    bound_.remote_event<Lock>(&provider(), kind_flags, req_flags & proto::flag_cq_data, data, src);
+  }
   tx_entry* take_response() noexcept;
   void put_tx(tx_entry* t) noexcept;
 
