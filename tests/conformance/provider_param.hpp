@@ -29,7 +29,9 @@ struct config {
   std::string name() const {
     std::string n = std::string(prov) + "_" +
                     (ep_type == FI_EP_DGRAM ? "dgram" : ep_type == FI_EP_RDM ? "rdm" : "msg");
-    n += threading == FI_THREAD_SAFE ? "_safe" : "_domain";
+    n += threading == FI_THREAD_SAFE         ? "_safe"
+         : threading == FI_THREAD_COMPLETION ? "_completion"
+                                             : "_domain";
     if (progress == FI_PROGRESS_AUTO) n += "_auto";
     return n;
   }
@@ -48,6 +50,7 @@ inline const config all_configs[] = {
     {"tcp", FI_EP_RDM, FI_THREAD_DOMAIN, FI_PROGRESS_AUTO},
     {"shm", FI_EP_RDM, FI_THREAD_DOMAIN},
     {"shm", FI_EP_RDM, FI_THREAD_SAFE},
+    {"shm", FI_EP_RDM, FI_THREAD_COMPLETION},
 };
 
 // Connection-oriented configurations (test_cm.cpp: a passive endpoint, an
