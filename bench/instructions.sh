@@ -3,10 +3,19 @@
 # (built once, against Debian's headers) runs under callgrind for N and 11N
 # iterations on each library; (I(11N) - I(N)) / 10N removes start-up costs.
 # Usage: instructions.sh [provider] [extra self_inject args...]
+#   instructions.sh udp          FI_EP_DGRAM, FI_MSG
+#   instructions.sh shm          FI_EP_RDM (the default for every provider but udp)
+#   instructions.sh shm -t       tagged: fi_trecv + fi_tinject
+# The endpoint sends to its own address (fi_getname, inserted in its AV).
+# WEFT_LIB: the folder of weft's libfabric.so.1 (default: build/src).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 prov=${1:-udp}; shift || true
 extra=("$@")
+case " ${extra[*]-} " in
+  *" -e "*) ;;
+  *) [ "$prov" = udp ] || extra+=(-e rdm) ;;
+esac
 n=2000
 exe=$(mktemp /tmp/weft-self-inject.XXXXXX)
 trap 'rm -f "$exe" /tmp/weft-cg.$$.*' EXIT
@@ -18,7 +27,7 @@ count() { # libdir iterations
 }
 echo "| library | instructions per message |"
 echo "| --- | ---: |"
-for lib in "$root/build/src" /usr/lib/x86_64-linux-gnu; do
+for lib in "${WEFT_LIB:-$root/build/src}" /usr/lib/x86_64-linux-gnu; do
   a=$(count "$lib" $n); b=$(count "$lib" $((11 * n)))
   name=weft; [ "$lib" = /usr/lib/x86_64-linux-gnu ] && name=libfabric
   echo "| $name | $(( (b - a) / (10 * n) )) |"

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+/* weft — message rate: small tagged messages sent in windows between two
+ * processes on one machine. The process forks: the parent is the server,
+ * the child the client, each pinned to its own core and each opening its own
+ * fabric, domain, CQ, AV and RDM endpoint after the fork. They swap their
+ * fi_getname addresses through two pipes and insert them in their AVs.
+ *
+ * The server keeps one window of receives posted: it posts the next window
+ * before it acknowledges the current one, so every timed message finds its
+ * receive waiting. The client sends a window of messages (fi_tsend, or
+ * fi_tinject with -i), waits for its send completions and the server's
+ * acknowledgement (one message), and starts the next window. Messages per
+ * second are counted at the client over the timed windows, after warm-up
+ * windows that also open the connection of connection-based providers. The
+ * server checks every window: each message carries its sequence number, and
+ * each must arrive exactly once.
+ *
+ * Builds against Debian's headers and runs on either library
+ * (LD_LIBRARY_PATH), as bench/msgrate.py does.
+ * Usage: msgrate [-p provider] [-a node] [-s size] [-w window] [-n windows]
+ *                [-W warm-up windows] [-c server-core,client-core] [-i]
+ *   -a node: passed to fi_getinfo with FI_SOURCE, e.g. 127.0.0.1 for tcp */
+#define _GNU_SOURCE
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include <getopt.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { data_tag = 1, ack_tag = 2, max_window = 4096 };
+
+struct opts {
+  const char *prov, *node;
+  size_t size;
+  int window, windows, warm, server_core, client_core, inject;
+};
+
+struct side {
+  const char *who;
+  struct fi_info *info;
+  struct fid_fabric *fabric;
+  struct fid_domain *domain;
+  struct fid_cq *cq;
+  struct fid_av *av;
+  struct fid_ep *ep;
+  fi_addr_t peer;
+};
+
+static void die(const struct side *s, const char *what, long ret) {
+  fprintf(stderr, "msgrate %s: %s: %ld (%s)\n", s->who, what, ret, fi_strerror((int)-ret));
+  exit(1);
+}
+
+#define CHECK(s, x)                   \
+  do {                                \
+    long r_ = (long)(x);              \
+    if (r_) die((s), #x, r_);         \
+  } while (0)
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set)) perror("sched_setaffinity");
+}
+
+static void open_side(const struct opts *o, struct side *s) {
+  struct fi_info *hints = fi_allocinfo();
+  hints->caps = FI_TAGGED;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  hints->fabric_attr->prov_name = strdup(o->prov);
+  CHECK(s, fi_getinfo(FI_VERSION(1, 17), o->node, NULL, o->node ? FI_SOURCE : 0, hints, &s->info));
+  fi_freeinfo(hints);
+  /* The first answer is what an application asking for this provider gets
+   * (on Debian's library "tcp" for FI_EP_RDM is "tcp;ofi_rxm"). */
+  CHECK(s, fi_fabric(s->info->fabric_attr, &s->fabric, NULL));
+  CHECK(s, fi_domain(s->fabric, s->info, &s->domain, NULL));
+  struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED, .size = 2 * (size_t)o->window + 16};
+  CHECK(s, fi_cq_open(s->domain, &cq_attr, &s->cq, NULL));
+  struct fi_av_attr av_attr = {.type = FI_AV_TABLE, .count = 2};
+  CHECK(s, fi_av_open(s->domain, &av_attr, &s->av, NULL));
+  CHECK(s, fi_endpoint(s->domain, s->info, &s->ep, NULL));
+  CHECK(s, fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV));
+  CHECK(s, fi_ep_bind(s->ep, &s->av->fid, 0));
+  CHECK(s, fi_enable(s->ep));
+}
+
+static void close_side(struct side *s) {
+  fi_close(&s->ep->fid);
+  fi_close(&s->av->fid);
+  fi_close(&s->cq->fid);
+  fi_close(&s->domain->fid);
+  fi_close(&s->fabric->fid);
+  fi_freeinfo(s->info);
+}
+
+static void write_all(int fd, const void *p, size_t n) {
+  for (const char *c = p; n;) {
+    ssize_t w = write(fd, c, n);
+    if (w <= 0) exit(1);
+    c += w;
+    n -= (size_t)w;
+  }
+}
+
+static void read_all(int fd, void *p, size_t n) {
+  for (char *c = p; n;) {
+    ssize_t r = read(fd, c, n);
+    if (r <= 0) exit(1); /* the other side died before it sent its address */
+    c += r;
+    n -= (size_t)r;
+  }
+}
+
+/* Sends our address through `out`, reads the peer's from `in`, inserts it. */
+static void swap_addresses(struct side *s, int out, int in) {
+  char name[256];
+  size_t len = sizeof name;
+  CHECK(s, fi_getname(&s->ep->fid, name, &len));
+  write_all(out, &len, sizeof len);
+  write_all(out, name, len);
+  read_all(in, &len, sizeof len);
+  if (len > sizeof name) die(s, "peer address length", (long)len);
+  read_all(in, name, len);
+  if (fi_av_insert(s->av, name, 1, &s->peer, 0, NULL) != 1) die(s, "fi_av_insert", -FI_EINVAL);
+}
+
+/* Reads completions and counts receives and sends (running totals). With
+ * `got`, receive completions are kept in got[(count - 1) % slots]. */
+static int poll_cq(struct side *s, long *recvs, long *sends, struct fi_cq_tagged_entry *got,
+                   int slots) {
+  struct fi_cq_tagged_entry comp[64];
+  ssize_t n = fi_cq_read(s->cq, comp, 64);
+  if (n == -FI_EAGAIN) return 0;
+  if (n == -FI_EAVAIL) {
+    struct fi_cq_err_entry err = {0};
+    fi_cq_readerr(s->cq, &err, 0);
+    fprintf(stderr, "msgrate %s: completion error %d (%s)\n", s->who, err.err,
+            fi_strerror(err.err));
+    exit(1);
+  }
+  if (n < 0) die(s, "fi_cq_read", n);
+  for (ssize_t i = 0; i < n; i++) {
+    if (comp[i].flags & FI_RECV) {
+      ++*recvs;
+      if (got) got[(*recvs - 1) % slots] = comp[i];
+    } else {
+      ++*sends;
+    }
+  }
+  return (int)n;
+}
+
+/* Posts a tagged send, progressing on -FI_EAGAIN (a full queue). */
+static void send_one(struct side *s, void *buf, size_t len, uint64_t tag, struct fi_context2 *ctx,
+                     long *recvs, long *sends, int inject, struct fi_cq_tagged_entry *got,
+                     int slots) {
+  for (;;) {
+    ssize_t ret = inject ? fi_tinject(s->ep, buf, len, s->peer, tag)
+                         : fi_tsend(s->ep, buf, len, NULL, s->peer, tag, ctx);
+    if (ret == 0) return;
+    if (ret != -FI_EAGAIN) die(s, inject ? "fi_tinject" : "fi_tsend", ret);
+    poll_cq(s, recvs, sends, got, slots);
+  }
+}
+
+static void post_recvs(struct side *s, const struct opts *o, char *buf, struct fi_context2 *ctx) {
+  for (int j = 0; j < o->window; j++) {
+    ssize_t ret;
+    while ((ret = fi_trecv(s->ep, buf + (size_t)j * o->size, o->size, NULL, FI_ADDR_UNSPEC,
+                           data_tag, 0, &ctx[j])) == -FI_EAGAIN)
+      fi_cq_read(s->cq, NULL, 0);
+    if (ret) die(s, "fi_trecv", ret);
+  }
+}
+
+static int server(const struct opts *o, int out, int in) {
+  struct side s = {.who = "server"};
+  pin(o->server_core);
+  open_side(o, &s);
+  char *rbuf = calloc(o->window, o->size), ack[8] = {0};
+  struct fi_context2 *rctx = calloc(o->window, sizeof *rctx), actx;
+  static struct fi_cq_tagged_entry got[max_window];
+  static char seen[max_window];
+  post_recvs(&s, o, rbuf, rctx); /* before the client can know our address */
+  swap_addresses(&s, out, in);
+  /* Running totals: while the server waits for its acknowledgement's send
+   * completion, the client may already be sending the next window, whose
+   * receive completions count for the next round (and land in got[] only
+   * after this window's entries were checked). */
+  long recvs = 0, sends = 0, total = (long)o->warm + o->windows;
+  for (long w = 0; w < total; w++) {
+    while (recvs < (w + 1) * o->window) poll_cq(&s, &recvs, &sends, got, o->window);
+    /* Every message of this window arrived exactly once: each carries its
+     * sequence number (when it has room for one). */
+    memset(seen, 0, (size_t)o->window);
+    for (int j = 0; j < o->window; j++) {
+      size_t slot = (struct fi_context2 *)got[j].op_context - rctx;
+      if (slot >= (size_t)o->window || got[j].len != o->size || got[j].tag != data_tag) {
+        fprintf(stderr, "msgrate server: bad completion in window %ld\n", w);
+        return 1;
+      }
+      if (o->size < sizeof(uint64_t)) continue;
+      uint64_t v;
+      memcpy(&v, rbuf + slot * o->size, sizeof v);
+      uint64_t k = v - (uint64_t)w * o->window;
+      if (k >= (uint64_t)o->window || seen[k]++) {
+        fprintf(stderr, "msgrate server: window %ld: unexpected message %llu\n", w,
+                (unsigned long long)v);
+        return 1;
+      }
+    }
+    if (w + 1 < total) post_recvs(&s, o, rbuf, rctx);
+    long before = sends;
+    send_one(&s, ack, sizeof ack, ack_tag, &actx, &recvs, &sends, 0, got, o->window);
+    while (sends == before) poll_cq(&s, &recvs, &sends, got, o->window); /* actx is reused */
+  }
+  close_side(&s);
+  free(rbuf);
+  free(rctx);
+  return 0;
+}
+
+static int client(const struct opts *o, int out, int in) {
+  struct side s = {.who = "client"};
+  pin(o->client_core);
+  open_side(o, &s);
+  swap_addresses(&s, out, in);
+  char *sbuf = calloc(o->window, o->size), ack[8];
+  struct fi_context2 *sctx = calloc(o->window, sizeof *sctx), actx;
+  long recvs = 0, sends = 0, total = (long)o->warm + o->windows;
+  double start = now_s();
+  for (long w = 0; w < total; w++) {
+    if (w == o->warm) start = now_s();
+    CHECK(&s, fi_trecv(s.ep, ack, sizeof ack, NULL, FI_ADDR_UNSPEC, ack_tag, 0, &actx));
+    recvs = sends = 0;
+    for (int j = 0; j < o->window; j++) {
+      uint64_t seq = (uint64_t)w * o->window + j;
+      char *msg = sbuf + (size_t)j * o->size;
+      memcpy(msg, &seq, o->size < sizeof seq ? o->size : sizeof seq);
+      send_one(&s, msg, o->size, data_tag, &sctx[j], &recvs, &sends, o->inject, NULL, 1);
+    }
+    long want_sends = o->inject ? 0 : o->window;
+    while (recvs < 1 || sends < want_sends) poll_cq(&s, &recvs, &sends, NULL, 1);
+  }
+  double secs = now_s() - start;
+  long msgs = (long)o->windows * o->window;
+  printf("msgrate %s (%s): %ld messages of %zu bytes, window %d, %s: %.0f msg/s\n",
+         s.info->fabric_attr->prov_name, o->node ? o->node : "-", msgs, o->size, o->window,
+         o->inject ? "fi_tinject" : "fi_tsend", msgs / secs);
+  fflush(stdout);
+  close_side(&s);
+  free(sbuf);
+  free(sctx);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  struct opts o = {.prov = "shm", .size = 8, .window = 64, .windows = 20000, .warm = 2000,
+                   .server_core = 0, .client_core = 1};
+  int opt;
+  while ((opt = getopt(argc, argv, "p:a:s:w:n:W:c:i")) != -1) {
+    switch (opt) {
+      case 'p': o.prov = optarg; break;
+      case 'a': o.node = optarg; break;
+      case 's': o.size = strtoul(optarg, NULL, 0); break;
+      case 'w': o.window = atoi(optarg); break;
+      case 'n': o.windows = atoi(optarg); break;
+      case 'W': o.warm = atoi(optarg); break;
+      case 'c':
+        if (sscanf(optarg, "%d,%d", &o.server_core, &o.client_core) != 2) return 2;
+        break;
+      case 'i': o.inject = 1; break;
+      default: return 2;
+    }
+  }
+  if (o.size == 0 || o.window <= 0 || o.window > max_window || o.windows <= 0 || o.warm < 0) {
+    fprintf(stderr, "msgrate: size, window (1..%d) and windows must be positive\n", max_window);
+    return 2;
+  }
+  int to_client[2], to_server[2];
+  if (pipe(to_client) || pipe(to_server)) {
+    perror("pipe");
+    return 1;
+  }
+  alarm(300); /* a hang is a failure, not a wait forever */
+  pid_t child = fork();
+  if (child < 0) {
+    perror("fork");
+    return 1;
+  }
+  if (child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    close(to_client[1]);
+    close(to_server[0]);
+    _exit(client(&o, to_server[1], to_client[0]));
+  }
+  close(to_client[0]);
+  close(to_server[1]);
+  int rc = server(&o, to_client[1], to_server[0]);
+  int status = 0;
+  if (rc) kill(child, SIGKILL);
+  waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status)) rc = 1;
+  return rc;
+}
