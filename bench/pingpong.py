@@ -32,7 +32,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # What no provider can beat on this machine, per provider: the latency floor
 # (one-way µs per size; argv: iterations, and for shm the two cores) and the
 # bandwidth ceiling (MB/s per size; argv: core size...).
-LATENCY_FLOORS = {"udp": "udp_socket_pingpong.c", "shm": "shm_flag_pingpong.c"}
+LATENCY_FLOORS = {"udp": "udp_socket_pingpong.c", "shm": "shm_flag_pingpong.c",
+                  "tcp": "tcp_socket_pingpong.c"}
 BANDWIDTH_FLOORS = {"shm": "memcpy_bw.c"}
 SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)([kmg]?)$")
 
@@ -210,6 +211,9 @@ def main():
 
     cmd = " ".join(sys.argv)
     floor_what = {"udp": "a plain socket ping-pong, busy-polling, no library",
+                  "tcp": "a plain TCP socket ping-pong (TCP_NODELAY, one writev per "
+                         "message), busy-polling, no library (`tcp_socket_pingpong.c`; "
+                         "its `block` mode gives the blocking-socket floor)",
                   "shm": "two processes handing one cache line back and forth "
                          "(`shm_flag_pingpong.c`), the payload in the line, median of "
                          "batches of 500 round trips"}.get(args.provider, "none for this provider")
