@@ -284,24 +284,27 @@ ssize_t cq::read(void* buf, size_t count, fi_addr_t* src) noexcept {
   if (!buf && count) return to_fi(errc::inval);
   progress_.run<Lock>();
   [[maybe_unused]] auto g = guard<Lock>();
-  // Markers of errors already taken by fi_cq_readerr are skipped.
-  while (errors_taken_ && head_ != tail_ && ring_[head_ & mask_].error) {
-    ++head_;
-    --errors_taken_;
-  }
-  if (head_ == tail_) return to_fi(errc::again);
-  if (ring_[head_ & mask_].error) return to_fi(errc::avail);
   auto* out = static_cast<out_t*>(buf);
   size_t n = 0;
-  while (n < count && head_ != tail_) {
+  while (head_ != tail_) {
     const cq_entry& e = ring_[head_ & mask_];
-    if (e.error) break;
+    if (e.error) [[unlikely]] {
+      // Markers of errors already taken by fi_cq_readerr are skipped; an
+      // error not yet taken stops the read (-FI_EAVAIL if it is the first).
+      if (!errors_taken_) break;
+      ++head_;
+      --errors_taken_;
+      continue;
+    }
+    if (n == count) break;
     format_of<F>::fill(out[n], e);
     if (src) src[n] = e.src;
     ++n;
     ++head_;
   }
-  return static_cast<ssize_t>(n);
+  if (n) return static_cast<ssize_t>(n);
+  if (head_ == tail_) return to_fi(errc::again);
+  return ring_[head_ & mask_].error ? to_fi(errc::avail) : 0;
 }
 
 template <class Lock>

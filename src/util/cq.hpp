@@ -18,6 +18,7 @@
 // as for any CQ. Reading a peer CQ any other way is -FI_ENOSYS.
 #pragma once
 
+#include "core/hot.hpp"
 #include "util/domain.hpp"
 #include "util/lock.hpp"
 #include "util/object.hpp"
@@ -98,7 +99,7 @@ class cq : public fid_object<cq, fid_cq> {
 
   // ---- consumer side (the ops table) ----
   template <class Lock, fi_cq_format F>
-  ssize_t read(void* buf, size_t count, fi_addr_t* src) noexcept;
+  WEFT_ALWAYS_INLINE ssize_t read(void* buf, size_t count, fi_addr_t* src) noexcept;
   template <class Lock>
   ssize_t readerr(fi_cq_err_entry* buf, uint64_t flags) noexcept;
   template <class Lock, fi_cq_format F>

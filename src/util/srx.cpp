@@ -43,21 +43,6 @@ bool srx_pool::grow(size_t n) noexcept {
   return true;
 }
 
-srx_entry* srx_pool::take() noexcept {
-  if (!free_ && !grow(chunk_)) return nullptr;
-  fi_peer_rx_entry* e = free_;
-  free_ = e->next;
-  --available_;
-  return srx_entry::from(e);  // the caller assigns every field
-}
-
-void srx_pool::put(srx_entry* e) noexcept {
-  e->state = srx_state::free;
-  e->rx.next = free_;
-  free_ = &e->rx;
-  ++available_;
-}
-
 // ---- setup ----
 
 srx::srx(const srx_attr& a)
@@ -118,10 +103,6 @@ void srx::attach(srx_entry& e, const srx_entry& want) noexcept {
   e.post_flags = want.rx.flags;
 }
 
-void srx::release(srx_entry* e) noexcept {
-  pool_.put(e);
-}
-
 void srx::start_all(rx_queue& q, bool discard) noexcept {
   while (fi_peer_rx_entry* e = q.front()) {
     rx_queue::unlink(e);
@@ -175,9 +156,8 @@ srx_entry describe(const iovec* iov, void** desc, size_t count, fi_addr_t src, v
 
 }  // namespace
 
-fi_addr_t srx::source_filter(fi_addr_t src) const noexcept {
-  if (!directed_) return FI_ADDR_UNSPEC;
-  return av_ && src != FI_ADDR_UNSPEC ? av_->report(src) : src;
+fi_addr_t srx::report(fi_addr_t src) const noexcept {
+  return av_->report(src);
 }
 
 template <class Lock>
@@ -195,6 +175,11 @@ ssize_t srx::post_msg(const iovec* iov, void** desc, size_t count, fi_addr_t src
   if ((flags & FI_MULTI_RECV) && count != 1) {
     WEFT_WARN(prov_, FI_LOG_EP_DATA, "FI_MULTI_RECV takes exactly one buffer, not %zu", count);
     return to_fi(errc::inval);
+  }
+  if (!(flags & FI_MULTI_RECV) && count <= 1) {
+    ssize_t rc = post_one<Lock>(iov, desc, count, src, 0, 0, context,
+                                recv_msg | (flags & FI_COMPLETION), false);
+    if (rc != to_fi(errc::inprogress)) return rc;
   }
   srx_entry w = describe(iov, desc, count, source_filter(src), context,
                          recv_msg | (flags & (FI_COMPLETION | FI_MULTI_RECV)));
@@ -223,6 +208,11 @@ ssize_t srx::post_tag(const iovec* iov, void** desc, size_t count, fi_addr_t src
     WEFT_WARN(prov_, FI_LOG_EP_DATA, "tagged receive with %zu iovecs (at most %zu, non-null)",
               count, srx_entry::max_iov);
     return to_fi(errc::inval);
+  }
+  if (!(flags & (FI_PEEK | FI_CLAIM)) && count <= 1) {
+    ssize_t rc = post_one<Lock>(iov, desc, count, src, tag, ignore, context,
+                                recv_tag | (flags & FI_COMPLETION), true);
+    if (rc != to_fi(errc::inprogress)) return rc;
   }
   srx_entry w = describe(iov, desc, count, source_filter(src), context,
                          recv_tag | (flags & FI_COMPLETION));

@@ -39,6 +39,7 @@
 //  * The engine calls start_* / discard_* without holding its lock.
 #pragma once
 
+#include "core/hot.hpp"
 #include "util/cq.hpp"
 #include "util/lock.hpp"
 
@@ -131,9 +132,21 @@ class rx_queue {
 class srx_pool {
  public:
   explicit srx_pool(size_t chunk) noexcept : chunk_(chunk ? chunk : 1) {}
-  // An entry, zeroed; nullptr when memory is exhausted.
-  srx_entry* take() noexcept;
-  void put(srx_entry* e) noexcept;
+  // An entry (the caller assigns every field); nullptr when memory is
+  // exhausted.
+  srx_entry* take() noexcept {
+    if (!free_ && !grow(chunk_)) return nullptr;
+    fi_peer_rx_entry* e = free_;
+    free_ = e->next;
+    --available_;
+    return srx_entry::from(e);
+  }
+  void put(srx_entry* e) noexcept {
+    e->state = srx_state::free;
+    e->rx.next = free_;
+    free_ = &e->rx;
+    ++available_;
+  }
   bool grow(size_t n) noexcept;
   size_t capacity() const noexcept { return capacity_; }
   size_t available() const noexcept { return available_; }
@@ -189,6 +202,49 @@ class srx {
   template <class Lock>
   ssize_t post_tag(const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t tag,
                    uint64_t ignore, void* context, uint64_t flags) noexcept;
+  // The common receive, inline for the providers' single-buffer thunks: one
+  // buffer (or none, count 0), flags only FI_COMPLETION besides FI_MSG or
+  // FI_TAGGED | FI_RECV (the caller checks), and no unexpected message of
+  // its kind waiting. The entry is filled in place, field by field: building
+  // it on the stack and copying it in (what post() does for the general
+  // case) costs twice the stores. -FI_EINPROGRESS, having done nothing, when
+  // it is not that case: post_msg / post_tag then decide.
+  template <class Lock>
+  WEFT_ALWAYS_INLINE ssize_t post_one(const iovec* iov, void** desc, size_t count, fi_addr_t src,
+                                      uint64_t tag, uint64_t ignore, void* context,
+                                      uint64_t flags, bool tagged) noexcept {
+    const fi_addr_t want = source_filter(src);
+    [[maybe_unused]] auto g = guard<Lock>();
+    if (!(tagged ? unexp_tag_ : unexp_msg_).empty()) return to_fi(errc::inprogress);
+    if (posted_ >= size_) return to_fi(errc::again);
+    srx_entry* e = pool_.take();
+    if (!e) return to_fi(errc::nomem);
+    e->rx.srx = nullptr;
+    e->rx.addr = want;
+    e->rx.tag = tag;
+    e->rx.cq_data = 0;
+    e->rx.flags = flags;
+    e->rx.context = context;
+    e->rx.count = count;
+    e->rx.peer_context = nullptr;
+    e->rx.owner_context = nullptr;
+    e->rx.iov = e->iov;
+    e->rx.desc = e->desc;
+    if (count) {
+      e->iov[0] = iov[0];
+      e->desc[0] = desc ? desc[0] : nullptr;
+      e->rx.msg_size = iov[0].iov_len;
+    } else {
+      e->rx.msg_size = 0;
+    }
+    e->ignore = ignore;
+    e->post_flags = flags;
+    e->state = srx_state::posted;
+    e->tagged = tagged;
+    (tagged ? posted_tag_ : posted_msg_).push_back(&e->rx);
+    ++posted_;
+    return 0;
+  }
   // fi_cancel: the posted receive with this context gets an FI_ECANCELED
   // error completion. -FI_ENOENT when none is posted (fi_cancel answers 0).
   template <class Lock>
@@ -228,6 +284,40 @@ class srx {
   template <class Lock>
   void foreach_unspec_addr(fi_addr_t (*get_addr)(fi_peer_rx_entry*)) noexcept;
 
+  // ---- the owner's own peer, fast path ----
+  // A provider matching through an engine it owns (no lnx in between) may
+  // take a posted receive for a message directly: the oldest posted receive
+  // that a message from `addr` with `tag` matches, off its queue and the
+  // caller's until recycle(); nullptr when none does, or when the match is a
+  // multi-receive buffer, and then get_* decides (it queues an unexpected
+  // message or carves the buffer). The entry keeps the receive's fields:
+  // rx.addr, msg_size and tag are not the message's.
+  template <class Lock>
+  srx_entry* take_posted(fi_addr_t addr, uint64_t tag, bool tagged) noexcept {
+    [[maybe_unused]] auto g = guard<Lock>();
+    rx_queue& q = tagged ? posted_tag_ : posted_msg_;
+    fi_peer_rx_entry* p = q.front();
+    if (!p) return nullptr;
+    const srx_entry* f = srx_entry::from(p);
+    // The oldest receive takes most messages; a scan only when it does not.
+    if (!srx_addr_match(p->addr, addr) || (tagged && !srx_tag_match(p->tag, f->ignore, tag))) {
+      fi_peer_match_attr a{addr, 0, tag};
+      if (!(p = match_posted(a, tagged))) return nullptr;
+    }
+    if (p->flags & FI_MULTI_RECV) return nullptr;
+    rx_queue::unlink(p);
+    --posted_;
+    srx_entry* e = srx_entry::from(p);
+    e->state = srx_state::peer;
+    return e;
+  }
+  // An entry from take_posted, done with.
+  template <class Lock>
+  void recycle(srx_entry* e) noexcept {
+    [[maybe_unused]] auto g = guard<Lock>();
+    release(e);
+  }
+
   // Control path: before receives are posted, or between them.
   void set_cq(cq* c) noexcept { cq_ = c; }
   void set_min_multi_recv(size_t n) noexcept { min_multi_recv_ = n; }
@@ -257,7 +347,11 @@ class srx {
 
   // The source a receive posted with src_addr `src` accepts: FI_ADDR_UNSPEC
   // (anyone) without FI_DIRECTED_RECV, else src as messages name it.
-  fi_addr_t source_filter(fi_addr_t src) const noexcept;
+  fi_addr_t source_filter(fi_addr_t src) const noexcept {
+    if (!directed_) return FI_ADDR_UNSPEC;
+    return av_ && src != FI_ADDR_UNSPEC ? report(src) : src;
+  }
+  fi_addr_t report(fi_addr_t src) const noexcept;  // av_->report, out of line (av.hpp)
   template <class Lock>
   int queue(fi_peer_rx_entry* e, bool tagged) noexcept;
   template <class Lock>
@@ -284,7 +378,7 @@ class srx {
   static void settle(srx_entry& e) noexcept {
     e.rx.flags = e.post_flags | (e.rx.flags & FI_REMOTE_CQ_DATA);
   }
-  void release(srx_entry* e) noexcept;
+  void release(srx_entry* e) noexcept { pool_.put(e); }
   // Hands entries collected under the lock to their peers' start_* (or discard_*).
   static void start_all(rx_queue& q, bool discard) noexcept;
   template <class Lock>

@@ -27,13 +27,11 @@ constexpr uint64_t send_op_flags = FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_MORE |
 template <class Lock>
 struct data_ops {
   static endpoint* ep(fid_ep* e) noexcept { return endpoint::from(e); }
-  static iovec one(const void* buf, size_t len) noexcept { return {const_cast<void*>(buf), len}; }
 
   // ---- fi_ops_msg ----
   static ssize_t recv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src,
                       void* ctx) noexcept {
-    iovec iov = one(buf, len);
-    return ep(e)->post_recv<Lock>(&iov, &desc, 1, src, ctx, ep(e)->rx_op_flags());
+    return ep(e)->post_recv_one<Lock>(buf, len, desc, src, 0, 0, ctx, false);
   }
   static ssize_t recvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src,
                        void* ctx) noexcept {
@@ -45,8 +43,7 @@ struct data_ops {
   }
   static ssize_t send(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest,
                       void* ctx) noexcept {
-    iovec iov = one(buf, len);
-    return ep(e)->send<Lock>(&iov, 1, dest, ctx, ep(e)->tx_op_flags(), 0, 0);
+    return ep(e)->send_one<Lock>(buf, len, dest, ctx, ep(e)->tx_op_flags(), 0, 0);
   }
   static ssize_t sendv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dest,
                        void* ctx) noexcept {
@@ -59,28 +56,24 @@ struct data_ops {
                              m->data);
   }
   static ssize_t inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest) noexcept {
-    iovec iov = one(buf, len);
     // fi_inject never generates a completion.
-    return ep(e)->send<Lock>(&iov, 1, dest, nullptr, FI_INJECT | no_completion, 0, 0);
+    return ep(e)->send_one<Lock>(buf, len, dest, nullptr, FI_INJECT | no_completion, 0, 0);
   }
   static ssize_t senddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data,
                           fi_addr_t dest, void* ctx) noexcept {
-    iovec iov = one(buf, len);
-    return ep(e)->send<Lock>(&iov, 1, dest, ctx, ep(e)->tx_op_flags() | FI_REMOTE_CQ_DATA, 0,
-                             data);
+    return ep(e)->send_one<Lock>(buf, len, dest, ctx, ep(e)->tx_op_flags() | FI_REMOTE_CQ_DATA,
+                                 0, data);
   }
   static ssize_t injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data,
                             fi_addr_t dest) noexcept {
-    iovec iov = one(buf, len);
-    return ep(e)->send<Lock>(&iov, 1, dest, nullptr,
-                             FI_INJECT | FI_REMOTE_CQ_DATA | no_completion, 0, data);
+    return ep(e)->send_one<Lock>(buf, len, dest, nullptr,
+                                 FI_INJECT | FI_REMOTE_CQ_DATA | no_completion, 0, data);
   }
 
   // ---- fi_ops_tagged ----
   static ssize_t trecv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag,
                        uint64_t ignore, void* ctx) noexcept {
-    iovec iov = one(buf, len);
-    return ep(e)->post_trecv<Lock>(&iov, &desc, 1, src, tag, ignore, ctx, ep(e)->rx_op_flags());
+    return ep(e)->post_recv_one<Lock>(buf, len, desc, src, tag, ignore, ctx, true);
   }
   static ssize_t trecvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src,
                         uint64_t tag, uint64_t ignore, void* ctx) noexcept {
@@ -93,8 +86,7 @@ struct data_ops {
   }
   static ssize_t tsend(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t tag,
                        void* ctx) noexcept {
-    iovec iov = one(buf, len);
-    return ep(e)->send<Lock>(&iov, 1, dest, ctx, ep(e)->tx_op_flags() | FI_TAGGED, tag, 0);
+    return ep(e)->send_one<Lock>(buf, len, dest, ctx, ep(e)->tx_op_flags() | FI_TAGGED, tag, 0);
   }
   static ssize_t tsendv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dest,
                         uint64_t tag, void* ctx) noexcept {
@@ -108,21 +100,19 @@ struct data_ops {
   }
   static ssize_t tinject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest,
                          uint64_t tag) noexcept {
-    iovec iov = one(buf, len);
-    return ep(e)->send<Lock>(&iov, 1, dest, nullptr, FI_INJECT | FI_TAGGED | no_completion, tag,
-                             0);
+    return ep(e)->send_one<Lock>(buf, len, dest, nullptr, FI_INJECT | FI_TAGGED | no_completion,
+                                 tag, 0);
   }
   static ssize_t tsenddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data,
                            fi_addr_t dest, uint64_t tag, void* ctx) noexcept {
-    iovec iov = one(buf, len);
-    return ep(e)->send<Lock>(&iov, 1, dest, ctx,
-                             ep(e)->tx_op_flags() | FI_TAGGED | FI_REMOTE_CQ_DATA, tag, data);
+    return ep(e)->send_one<Lock>(buf, len, dest, ctx,
+                                 ep(e)->tx_op_flags() | FI_TAGGED | FI_REMOTE_CQ_DATA, tag, data);
   }
   static ssize_t tinjectdata(fid_ep* e, const void* buf, size_t len, uint64_t data,
                              fi_addr_t dest, uint64_t tag) noexcept {
-    iovec iov = one(buf, len);
-    return ep(e)->send<Lock>(&iov, 1, dest, nullptr,
-                             FI_INJECT | FI_TAGGED | FI_REMOTE_CQ_DATA | no_completion, tag, data);
+    return ep(e)->send_one<Lock>(buf, len, dest, nullptr,
+                                 FI_INJECT | FI_TAGGED | FI_REMOTE_CQ_DATA | no_completion, tag,
+                                 data);
   }
 
   // Under a peer SRX, receives are posted to its owner.
@@ -234,6 +224,44 @@ ssize_t endpoint::post_trecv(const iovec* iov, void** desc, size_t count, fi_add
                              uint64_t tag, uint64_t ignore, void* context,
                              uint64_t flags) noexcept {
   return srx_->post_tag<Lock>(iov, desc, count, src, tag, ignore, context, flags);
+}
+
+// The single-buffer forms: a message that travels inline in the ring, the
+// common case, skips the iovec walks of send(); anything else (rendezvous,
+// delivery completion, errors to report) goes to send(), which decides.
+template <class Lock>
+ssize_t endpoint::send_one(const void* buf, size_t len, fi_addr_t dest, void* context,
+                           uint64_t flags, uint64_t tag, uint64_t data) noexcept {
+  if (len > inline_max || (flags & FI_DELIVERY_COMPLETE)) [[unlikely]] {
+    iovec iov{const_cast<void*>(buf), len};
+    return send<Lock>(&iov, 1, dest, context, flags, tag, data);
+  }
+  util::cq* cq = bound_.tx_cq.get();
+  const bool completion =
+      cq && !(flags & no_completion) && (!bound_.tx_selective || (flags & FI_COMPLETION));
+  const bool tagged = flags & FI_TAGGED;
+  const bool has_data = flags & FI_REMOTE_CQ_DATA;
+  const msg_fields f{proto::op_inline,
+                     static_cast<uint16_t>((tagged ? proto::flag_tagged : 0) |
+                                           (has_data ? proto::flag_data : 0)),
+                     tagged ? tag : 0, has_data ? data : 0};
+  [[maybe_unused]] auto g = guard<Lock>();
+  conn* c = conn_hit(dest);
+  if (!c) [[unlikely]] {
+    errc err;
+    if (!(c = conn_for(dest, err))) return to_fi(err);
+  }
+  if (c->dead) return to_fi(errc::connreset);
+  if (completion && !cq->has_room<Lock>()) return to_fi(errc::again);
+  if (errc e = c->prod.try_send(f, buf, len); e != errc::ok) [[unlikely]]
+    return ring_full<Lock>(*c, e);
+  c->full_ns = 0;
+  c->reg.ring_doorbell(c->ring);
+  if (completion)
+    cq->write<Lock>({context, FI_SEND | (tagged ? FI_TAGGED : FI_MSG), 0, nullptr, 0, 0,
+                     FI_ADDR_NOTAVAIL, 0});
+  if (util::cntr* n = bound_.send_cntr.get()) n->inc();
+  return 0;
 }
 
 template <class Lock>

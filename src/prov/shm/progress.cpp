@@ -75,14 +75,17 @@ void endpoint::progress() noexcept {
   if (!enabled_) return;
   if (next_tick_ns_) tick();
   region_.collect_doorbells(pending_);
-  pending_.for_each([&](uint32_t r) {
-    if (drain<Lock>(r)) pending_.clear(r);
-  });
+  pending_.drain_each([&](uint32_t r) { return drain<Lock>(r); });
   if (!busy_conns_.empty() || !busy_in_.empty()) service<Lock>(util::now_ns());
   if (--sweep_countdown_ == 0) {
     sweep_countdown_ = sweep_every;
     sweep_senders<Lock>();
   }
+}
+
+template <class Lock>
+void endpoint::progress_thunk(void* obj) noexcept {
+  static_cast<endpoint*>(obj)->progress<Lock>();
 }
 
 template <class Lock>
@@ -114,7 +117,7 @@ bool endpoint::drain(uint32_t r) noexcept {
   if (r >= in_.size()) return true;
   inbound* in = in_[r].get();
   uint32_t state = region_.claim_state(r);
-  if (in && in->generation != region_.claim_info(r).generation) {
+  if (in && in->generation != region_.claim_generation(r)) {
     close_inbound<Lock>(r);  // its sender left and another claimed the ring
     in = nullptr;
   }
@@ -124,11 +127,11 @@ bool endpoint::drain(uint32_t r) noexcept {
   }
   util::cq* rcq = bound_.rx_cq.get();
   for (int budget = drain_budget; budget > 0; --budget) {
-    // A message may complete a receive: leave it in the ring while the CQ
-    // has no room for that.
-    if (rcq && !rcq->has_room<Lock>()) return false;
     msg_view v;
     errc e = in->cons.peek(v);
+    // A message may complete a receive: leave it in the ring while the CQ
+    // has no room for that.
+    if (e == errc::ok && rcq && !rcq->has_room<Lock>()) return false;
     if (e == errc::again) {
       // Closed after its last message (release/acquire): empty now is empty
       // for good. A sender found dead publishes nothing more either.
@@ -143,6 +146,16 @@ bool endpoint::drain(uint32_t r) noexcept {
                 in->id.pid);
       close_inbound<Lock>(r, true);
       return true;
+    }
+    if (v.fields.op == proto::op_inline && srx_) [[likely]] {
+      // A small message and a receive posted for it, in our own engine:
+      // the per-message path, without handle's dispatch.
+      const bool tagged = v.fields.flags & proto::flag_tagged;
+      const fi_addr_t src = want_source_ ? source_of(*in) : FI_ADDR_NOTAVAIL;
+      if (util::srx_entry* p = srx_->take_posted<Lock>(src, v.fields.tag, tagged)) {
+        deliver_inline<Lock>(*in, v, *p, src, tagged);
+        continue;
+      }
     }
     if (!handle<Lock>(*in, v)) return false;
   }
@@ -239,8 +252,9 @@ bool endpoint::handle(inbound& in, const msg_view& v) noexcept {
   switch (v.fields.op) {
     case proto::op_inline: {
       bool tagged = v.fields.flags & proto::flag_tagged;
+      const fi_addr_t src = source_of(in);
       fi_peer_rx_entry* e = nullptr;
-      int rc = match<Lock>(tagged, source_of(in), v.size, v.fields.tag, &e);
+      int rc = match<Lock>(tagged, src, v.size, v.fields.tag, &e);
       if (rc == 0) {
         set_data(e, v.fields);
         size_t n = copy_out(v, e->iov, e->count);
@@ -276,6 +290,40 @@ bool endpoint::handle(inbound& in, const msg_view& v) noexcept {
       in.cons.release(v);
       return true;
   }
+}
+
+// A small message for a receive taken straight from our own engine: copied,
+// its slots released, its completion written, in one pass (the per-message
+// path; get_msg / complete_rx / free_entry do the same in general).
+template <class Lock>
+void endpoint::deliver_inline(inbound& in, const msg_view& v, util::srx_entry& p, fi_addr_t src,
+                              bool tagged) noexcept {
+  fi_peer_rx_entry* e = &p.rx;
+  size_t n = 0;
+  if (e->count == 1) [[likely]] {
+    if (e->iov[0].iov_len) n = v.copy_to(e->iov[0].iov_base, e->iov[0].iov_len);
+  } else {
+    n = copy_out(v, e->iov, e->count);
+  }
+  in.cons.release(v);
+  if (n < v.size) [[unlikely]] {
+    // Truncated: the general completion writes the error entry.
+    e->addr = src;
+    e->msg_size = v.size;
+    e->tag = tagged ? v.fields.tag : 0;
+    set_data(e, v.fields);
+    complete_rx<Lock>(e, n, 0);
+  } else {
+    util::cq* cq = bound_.rx_cq.get();
+    if (cq && (!bound_.rx_selective || (e->flags & FI_COMPLETION))) {
+      const bool data = v.fields.flags & proto::flag_data;
+      cq->write<Lock>({e->context, (e->flags & rx_report) | (data ? FI_REMOTE_CQ_DATA : 0), n,
+                       e->count ? e->iov[0].iov_base : nullptr, data ? v.fields.data : 0,
+                       tagged ? v.fields.tag : 0, src, 0});
+    }
+    if (util::cntr* c = bound_.recv_cntr.get()) c->inc();
+  }
+  srx_->recycle<Lock>(&p);
 }
 
 template <class Lock>
@@ -545,7 +593,7 @@ void endpoint::retire_receives() noexcept {
 
 #define WEFT_SHM_INSTANTIATE(L)                                                         \
   template const fi_ops_srx_peer* endpoint::peer_table<L>() noexcept;                   \
-  template void endpoint::progress<L>() noexcept;                                       \
+  template void endpoint::progress_thunk<L>(void*) noexcept;                            \
   template void endpoint::complete_rx<L>(fi_peer_rx_entry*, size_t, int) noexcept;      \
   template int endpoint::start<L>(fi_peer_rx_entry*) noexcept;                          \
   template int endpoint::discard<L>(fi_peer_rx_entry*) noexcept;                       \

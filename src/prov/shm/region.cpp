@@ -177,6 +177,7 @@ region& region::operator=(region&& o) noexcept {
   geo_ = o.geo_;
   nrings_ = o.nrings_;
   ring_slots_ = o.ring_slots_;
+  cache_layout();
   owner_ = std::exchange(o.owner_, false);
   log_ = o.log_;
   return *this;
@@ -330,6 +331,7 @@ errc region::create(const region_params& p, region& out) noexcept try {
   r.geo_ = g;
   r.nrings_ = p.nrings;
   r.ring_slots_ = p.ring_slots;
+  r.cache_layout();
   r.owner_ = true;
   r.log_ = log;
   guard.armed = false;
@@ -390,6 +392,7 @@ errc region::attach(const std::string& dir, const std::string& name, region& out
   r.nrings_ = h->nrings;
   r.ring_slots_ = h->ring_slots;
   r.base_ = map.release();
+  r.cache_layout();
   r.dev_ = sb.st_dev;
   r.ino_ = sb.st_ino;
   r.log_ = log;

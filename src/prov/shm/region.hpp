@@ -88,6 +88,19 @@ struct doorbell_set {
       if (bits[static_cast<size_t>(std::countr_zero(m))]) return true;
     return false;
   }
+  // Calls f(ring) for each ring in the set, lowest first, and clears the
+  // ring when f returns true (at once: f may set rings, that one included).
+  template <class F>
+  void drain_each(F&& f) {
+    for (uint64_t m = words; m; m &= m - 1) {
+      const uint32_t w = static_cast<uint32_t>(std::countr_zero(m));
+      for (uint64_t x = bits[w]; x; x &= x - 1) {
+        const int b = std::countr_zero(x);
+        if (f(w * 64 + static_cast<uint32_t>(b))) bits[w] &= ~(uint64_t{1} << b);
+      }
+      if (!bits[w]) words &= ~(uint64_t{1} << w);
+    }
+  }
   // Calls f(ring) for each ring in the set, lowest first; f may clear it.
   template <class F>
   void for_each(F&& f) {
@@ -164,8 +177,8 @@ class region {
   // drain, and whatever it publishes after sets the shared bit again.
   bool collect_doorbells(doorbell_set& pending) noexcept {
     uint64_t mask =
-        std::atomic_ref<uint64_t>(hwm_line()->claimed_words).load(std::memory_order_acquire);
-    if (nrings_ / 64 < 64) mask &= (uint64_t{1} << (nrings_ / 64)) - 1;
+        std::atomic_ref<uint64_t>(hwm_->claimed_words).load(std::memory_order_acquire) &
+        words_mask_;
     uint64_t got = 0;
     for (; mask; mask &= mask - 1) {
       uint32_t w = static_cast<uint32_t>(std::countr_zero(mask));
@@ -188,6 +201,7 @@ class region {
     return std::atomic_ref<uint32_t>(block(ring).claim.state).load(std::memory_order_acquire);
   }
   proto::claim_entry claim_info(uint32_t ring) const noexcept { return block(ring).claim; }
+  uint32_t claim_generation(uint32_t ring) const noexcept { return block(ring).claim.generation; }
   ring_consumer consumer(uint32_t ring) noexcept { return ring_consumer(ring_mem(ring)); }
   // Returns a ring to the free pool: its sender closed it, or is dead
   // (`sender_dead`: the caller checked with peer_liveness). The owner must
@@ -207,8 +221,13 @@ class region {
   uint64_t& claim_word(uint32_t w) const noexcept {
     return reinterpret_cast<uint64_t*>(base_ + geo_.claim_bitmap_offset)[w];
   }
-  proto::doorbell_line& doorbell(uint32_t w) const noexcept {
-    return reinterpret_cast<proto::doorbell_line*>(base_ + geo_.doorbell_offset)[w];
+  proto::doorbell_line& doorbell(uint32_t w) const noexcept { return bells_[w]; }
+  // What the per-message path would otherwise compute from base_ and geo_
+  // on every call; set whenever those change.
+  void cache_layout() noexcept {
+    hwm_ = base_ ? hwm_line() : nullptr;
+    bells_ = base_ ? reinterpret_cast<proto::doorbell_line*>(base_ + geo_.doorbell_offset) : nullptr;
+    words_mask_ = nrings_ / 64 < 64 ? (uint64_t{1} << (nrings_ / 64)) - 1 : ~uint64_t{0};
   }
   proto::ring_block_ctrl& block(uint32_t ring) const noexcept {
     return *reinterpret_cast<proto::ring_block_ctrl*>(base_ + geo_.blocks_offset +
@@ -225,6 +244,9 @@ class region {
   ino_t ino_ = 0;
   proto::geometry geo_{};
   uint32_t nrings_ = 0, ring_slots_ = 0;
+  proto::hwm_line* hwm_ = nullptr;
+  proto::doorbell_line* bells_ = nullptr;
+  uint64_t words_mask_ = 0;
   bool owner_ = false;
   const fi_provider* log_ = nullptr;
 };

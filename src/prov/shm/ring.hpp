@@ -16,6 +16,7 @@
 #pragma once
 
 #include "core/errc.hpp"
+#include "core/hot.hpp"
 #include "prov/shm/proto.hpp"
 
 #include <sys/uio.h>
@@ -49,6 +50,29 @@ inline void seq_cst_fence() noexcept {
 #if defined(__SANITIZE_THREAD__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+}
+
+// Copies n bytes where n is small but not known at compile time: for 4 to
+// 16 bytes two fixed-size (overlapping) moves, else memcpy. A call to memcpy
+// with its size dispatch costs more than the copy of a small message.
+inline void copy_small(void* dst, const void* src, size_t n) noexcept {
+  auto* d = static_cast<std::byte*>(dst);
+  auto* s = static_cast<const std::byte*>(src);
+  if (n - 8 <= 8) {  // 8..16
+    uint64_t a, b;
+    std::memcpy(&a, s, 8);
+    std::memcpy(&b, s + n - 8, 8);
+    std::memcpy(d, &a, 8);
+    std::memcpy(d + n - 8, &b, 8);
+  } else if (n - 4 < 4) {  // 4..7
+    uint32_t a, b;
+    std::memcpy(&a, s, 4);
+    std::memcpy(&b, s + n - 4, 4);
+    std::memcpy(d, &a, 4);
+    std::memcpy(d + n - 4, &b, 4);
+  } else if (n) {
+    std::memcpy(d, s, n);
+  }
 }
 
 // Where one ring lives: its two index lines and its slot array.
@@ -129,12 +153,14 @@ class ring_producer {
         cons_(m.cons),
         mask_(m.nslots - 1),
         nslots_(m.nslots),
+        end_(m.slots + size_t{m.nslots} * proto::slot_bytes),
+        max_payload_(m.nslots * proto::slot_bytes - proto::msg_header_bytes),
         tail_(std::atomic_ref<uint64_t>(m.prod->tail).load(std::memory_order_relaxed)),
         head_cache_(std::atomic_ref<uint64_t>(m.cons->head).load(std::memory_order_acquire)) {}
 
   bool valid() const noexcept { return slots_ != nullptr; }
   // The largest payload this ring can carry at all (when empty).
-  size_t max_payload() const noexcept { return nslots_ * proto::slot_bytes - proto::msg_header_bytes; }
+  size_t max_payload() const noexcept { return max_payload_; }
   uint64_t position() const noexcept { return tail_; }
 
   // Reserves slots for a message of `size` payload bytes. errc::again: not
@@ -170,11 +196,33 @@ class ring_producer {
     std::atomic_ref<uint64_t>(prod_->tail).store(tail_, std::memory_order_relaxed);
   }
 
-  errc try_send(const msg_fields& f, const void* buf, size_t len) noexcept {
-    ring_reservation r;
-    if (errc e = reserve(len, r); e != errc::ok) return e;
-    if (len) r.write(0, buf, len);
-    publish(r, f);
+  // One contiguous payload, what every single-buffer send is: the protocol
+  // of reserve + write + publish, with the header written in place and no
+  // span bookkeeping (the per-message path of small sends).
+  WEFT_ALWAYS_INLINE errc try_send(const msg_fields& f, const void* buf, size_t len) noexcept {
+    if (len > max_payload()) return errc::msgsize;
+    const uint64_t k = proto::slots_for(len);
+    if (tail_ - head_cache_ + k > nslots_) {
+      head_cache_ = std::atomic_ref<uint64_t>(cons_->head).load(std::memory_order_acquire);
+      uint64_t used = tail_ - head_cache_;
+      if (used > nslots_) return errc::io;
+      if (used + k > nslots_) return errc::again;
+    }
+    std::byte* slot = slots_ + (tail_ & mask_) * proto::slot_bytes;
+    std::byte* payload = slot + proto::msg_header_bytes;
+    const size_t room = static_cast<size_t>(end_ - payload);
+    if (len <= room) [[likely]] {
+      copy_small(payload, buf, len);
+    } else {
+      std::memcpy(payload, buf, room);
+      std::memcpy(slots_, static_cast<const std::byte*>(buf) + room, len - room);
+    }
+    proto::msg_header h{0, static_cast<uint32_t>(len), f.op, f.flags, f.tag, f.data};
+    constexpr size_t skip = sizeof h.stamp;
+    std::memcpy(slot + skip, reinterpret_cast<const std::byte*>(&h) + skip, sizeof h - skip);
+    ring_detail::stamp(slots_, mask_, tail_).store(tail_, std::memory_order_seq_cst);
+    tail_ += k;
+    std::atomic_ref<uint64_t>(prod_->tail).store(tail_, std::memory_order_relaxed);
     return errc::ok;
   }
 
@@ -198,6 +246,8 @@ class ring_producer {
   proto::consumer_line* cons_ = nullptr;
   uint64_t mask_ = 0;
   uint64_t nslots_ = 0;
+  std::byte* end_ = nullptr;  // the end of the slot array
+  size_t max_payload_ = 0;
   uint64_t tail_ = 0;
   uint64_t head_cache_ = 0;
 };
@@ -221,7 +271,7 @@ struct msg_view {
     size_t done = 0;
     if (off < first_len) {
       done = std::min(len, first_len - off);
-      std::memcpy(d, first + off, done);
+      copy_small(d, first + off, done);
       off += done;
     }
     if (done < len) std::memcpy(d + done, second + (off - first_len), len - done);
@@ -237,11 +287,13 @@ class ring_consumer {
         cons_(m.cons),
         mask_(m.nslots - 1),
         nslots_(m.nslots),
+        end_(m.slots + size_t{m.nslots} * proto::slot_bytes),
+        max_payload_(m.nslots * proto::slot_bytes - proto::msg_header_bytes),
         head_(std::atomic_ref<uint64_t>(m.cons->head).load(std::memory_order_relaxed)) {}
 
   bool valid() const noexcept { return slots_ != nullptr; }
   uint64_t position() const noexcept { return head_; }
-  size_t max_payload() const noexcept { return nslots_ * proto::slot_bytes - proto::msg_header_bytes; }
+  size_t max_payload() const noexcept { return max_payload_; }
 
   bool empty() const noexcept {
     return ring_detail::stamp(slots_, mask_, head_).load(std::memory_order_acquire) != head_;
@@ -250,17 +302,19 @@ class ring_consumer {
   // The oldest message, or errc::again when there is none; errc::io when its
   // header is impossible (a corrupt peer). Peeking twice gives the same one.
   errc peek(msg_view& v) noexcept {
-    if (ring_detail::stamp(slots_, mask_, head_).load(std::memory_order_acquire) != head_)
+    std::byte* slot = slots_ + (head_ & mask_) * proto::slot_bytes;
+    if (std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(slot))
+            .load(std::memory_order_acquire) != head_)
       return errc::again;
     proto::msg_header h;  // all but the stamp, which was just read atomically
     constexpr size_t skip = sizeof h.stamp;
-    std::memcpy(reinterpret_cast<std::byte*>(&h) + skip,
-                slots_ + (head_ & mask_) * proto::slot_bytes + skip, sizeof h - skip);
-    if (h.size > max_payload()) return errc::io;
-    auto s = ring_detail::spans(slots_, mask_, head_, h.size);
+    std::memcpy(reinterpret_cast<std::byte*>(&h) + skip, slot + skip, sizeof h - skip);
+    if (h.size > max_payload_) return errc::io;
+    std::byte* first = slot + proto::msg_header_bytes;
+    const size_t first_len = std::min<size_t>(h.size, static_cast<size_t>(end_ - first));
     v = msg_view{head_, h.size, static_cast<uint32_t>(proto::slots_for(h.size)),
-                 msg_fields{h.op, h.flags, h.tag, h.data}, s.first, s.first_len, s.second,
-                 s.second_len};
+                 msg_fields{h.op, h.flags, h.tag, h.data}, first, first_len, slots_,
+                 h.size - first_len};
     return errc::ok;
   }
 
@@ -277,6 +331,8 @@ class ring_consumer {
   proto::consumer_line* cons_ = nullptr;
   uint64_t mask_ = 0;
   uint64_t nslots_ = 0;
+  std::byte* end_ = nullptr;  // the end of the slot array
+  size_t max_payload_ = 0;
   uint64_t head_ = 0;
 };
 

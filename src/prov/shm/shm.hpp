@@ -13,6 +13,7 @@
 // shared receive context (fi_peer(3)); this provider is its peer.
 #pragma once
 
+#include "core/hot.hpp"
 #include "prov/shm/peer.hpp"
 #include "prov/shm/proto.hpp"
 #include "prov/shm/region.hpp"
@@ -32,6 +33,7 @@
 
 #include <sys/uio.h>
 
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -91,7 +93,14 @@ struct addr_entry {
   uint32_t index;
   uint16_t live;  // always 1: the AV zeroes it to mark a removed entry
   uint16_t reserved;
-  bool operator==(const addr_entry&) const = default;
+  // Two 8-byte compares, not five fields' worth of branches: the send path
+  // checks its cached peer with this on every message.
+  bool operator==(const addr_entry& o) const noexcept {
+    uint64_t a[2], b[2];
+    std::memcpy(a, this, sizeof a);
+    std::memcpy(b, &o, sizeof b);
+    return ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0;
+  }
 };
 static_assert(sizeof(addr_entry) == 16 && std::is_trivially_copyable_v<addr_entry>);
 
@@ -287,11 +296,31 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   ssize_t post_trecv(const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t tag,
                      uint64_t ignore, void* context, uint64_t flags) noexcept;
+  // fi_recv / fi_trecv: the engine's inline post when it applies (one
+  // buffer, no multi-receive, nothing unexpected waiting), else the general one.
+  template <class Lock>
+  WEFT_ALWAYS_INLINE ssize_t post_recv_one(void* buf, size_t len, void* desc, fi_addr_t src,
+                                           uint64_t tag, uint64_t ignore, void* context,
+                                           bool tagged) noexcept {
+    iovec iov{buf, len};
+    const uint64_t flags = rx_op_flags_;
+    if (!(flags & (FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD))) [[likely]] {
+      const uint64_t kind = tagged ? FI_TAGGED | FI_RECV : FI_MSG | FI_RECV;
+      ssize_t rc = srx_->post_one<Lock>(&iov, &desc, 1, src, tag, ignore, context,
+                                        kind | (flags & FI_COMPLETION), tagged);
+      if (rc != -FI_EINPROGRESS) return rc;
+    }
+    return tagged ? srx_->post_tag<Lock>(&iov, &desc, 1, src, tag, ignore, context, flags)
+                  : srx_->post_msg<Lock>(&iov, &desc, 1, src, context, flags);
+  }
   // One send of any form. op_flags carries FI_TAGGED for tagged sends,
   // FI_REMOTE_CQ_DATA when `data` goes along.
   template <class Lock>
   ssize_t send(const iovec* iov, size_t count, fi_addr_t dest, void* context, uint64_t flags,
                uint64_t tag, uint64_t data) noexcept;
+  template <class Lock>
+  WEFT_ALWAYS_INLINE ssize_t send_one(const void* buf, size_t len, fi_addr_t dest, void* context, uint64_t flags,
+                   uint64_t tag, uint64_t data) noexcept;
   // shared_rx: receives belong to a peer SRX's owner (the receive slots fail).
   template <class Lock>
   static const fi_ops_msg* msg_table(bool shared_rx) noexcept;
@@ -315,11 +344,10 @@ class endpoint : public util::endpoint_object<endpoint> {
 
   // ---- progress (progress.cpp) ----
   template <class Lock>
-  void progress() noexcept;
+  WEFT_ALWAYS_INLINE void progress() noexcept;
+  // The progress hook; defined beside progress() so that it is one call.
   template <class Lock>
-  static void progress_thunk(void* obj) noexcept {
-    static_cast<endpoint*>(obj)->progress<Lock>();
-  }
+  static void progress_thunk(void* obj) noexcept;
   // The srx peer callbacks (fi_ops_srx_peer) of one lock policy: the owner
   // finds the endpoint through the entry's peer_context (a rec_base).
   template <class Lock>
@@ -348,6 +376,18 @@ class endpoint : public util::endpoint_object<endpoint> {
   // The conn for fi_addr `dest`, attached and claimed on first use; null with
   // `err` set when the address is unknown or the peer cannot be reached.
   conn* conn_for(fi_addr_t dest, errc& err) noexcept;
+  // conn_for's hit, inline for the send path: the peer cached for `dest`
+  // while the AV still holds that peer there; null otherwise.
+  conn* conn_hit(fi_addr_t dest) const noexcept {
+    if (dest >= by_addr_.size()) return nullptr;
+    conn* c = by_addr_[dest];
+    if (!c) return nullptr;
+    const uint8_t* raw = bound_.av_->entry(dest);
+    if (!raw) return nullptr;
+    addr_entry id;
+    std::memcpy(&id, raw, sizeof id);
+    return id == c->id ? c : nullptr;
+  }
   conn* conn_to(const addr_entry& id, errc& err) noexcept;
   bool peer_dead(conn& c) noexcept;      // asks the kernel (rate-limited by callers)
   void watch(conn& c) noexcept;          // puts c on the busy list
@@ -394,9 +434,12 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   void close_inbound(uint32_t ring, bool force = false) noexcept;
   template <class Lock>
-  bool drain(uint32_t ring) noexcept;
+  WEFT_ALWAYS_INLINE bool drain(uint32_t ring) noexcept;
   template <class Lock>
   bool handle(inbound& in, const msg_view& v) noexcept;
+  template <class Lock>
+  WEFT_ALWAYS_INLINE void deliver_inline(inbound& in, const msg_view& v, util::srx_entry& p, fi_addr_t src,
+                      bool tagged) noexcept;
   template <class Lock>
   bool handle_rts(inbound& in, const msg_view& v) noexcept;
   template <class Lock>

@@ -96,6 +96,11 @@ const ring_case cases[] = {
     {"payload_ends_exactly_at_the_end", 8, 7, {S(32), R(32, 32), E()}},
     {"one_byte_past_the_end", 8, 7, {S(33), R(33, 32), E()}},
     {"starts_in_the_last_slot_at_2pow64", 16, u64_max, {S(990), R(990, 32), E()}},
+    // Every small size, each copy width of copy_small (0, 1-3, 4-7, 8-16, more).
+    {"every_small_size", 8, 0,
+     {S(0), R(0), S(1), R(1), S(2), R(2), S(3), R(3), S(4), R(4), S(5), R(5), S(6), R(6),
+      S(7), R(7), S(8), R(8), S(9), R(9), S(12), R(12), S(15), R(15), S(16), R(16), S(17), R(17),
+      S(31), R(31), E()}},
     {"full_ring_at_2pow32", 16, u32_wrap - 5,
      {S(16 * 64 - 32), S(0, errc::again), R(16 * 64 - 32), S(7 * 64 - 32), S(9 * 64 - 32),
       S(0, errc::again), R(7 * 64 - 32), R(9 * 64 - 32), E()}},

@@ -282,6 +282,43 @@ TYPED_TEST(srx_test, directed_receive_honours_the_source) {
   EXPECT_EQ(this->stats().unexpected, 1u);
 }
 
+// The owner's own fast path (take_posted / recycle) picks what get_* would.
+TYPED_TEST(srx_test, take_posted_takes_the_oldest_match_only) {
+  using L = TypeParam;
+  srx_attr a;
+  a.directed_recv = true;
+  this->make(a);
+  std::string t1(8, 0), t2(8, 0), t2b(8, 0), any(8, 0);
+  ASSERT_EQ(this->tpost(t1, ctx(this->ctx_, 0), 1), 0);
+  ASSERT_EQ(this->tpost(t2, ctx(this->ctx_, 1), 2, 0, 0, 7), 0);  // only from 7
+  ASSERT_EQ(this->tpost(t2b, ctx(this->ctx_, 2), 2), 0);
+  // Not the oldest (tag 1), nor the one for source 7: the third.
+  srx_entry* e = this->engine_->template take_posted<L>(5, 2, true);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->rx.context, ctx(this->ctx_, 2));
+  EXPECT_EQ(e->rx.iov[0].iov_base, t2b.data());
+  EXPECT_EQ(this->stats().posted, 2u);
+  this->engine_->template recycle<L>(e);
+  EXPECT_EQ(this->engine_->template take_posted<L>(5, 9, true), nullptr);  // no tag 9
+  EXPECT_EQ(this->engine_->template take_posted<L>(5, 0, false), nullptr);  // no message receive
+  e = this->engine_->template take_posted<L>(7, 2, true);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->rx.context, ctx(this->ctx_, 1));
+  this->engine_->template recycle<L>(e);
+  // A multi-receive buffer first in line is left to get_*, which carves it.
+  std::string big(64, 0);
+  ASSERT_EQ(this->post(big, ctx(this->ctx_, 3), FI_ADDR_UNSPEC, FI_MULTI_RECV), 0);
+  ASSERT_EQ(this->post(any, ctx(this->ctx_, 4)), 0);
+  EXPECT_EQ(this->engine_->template take_posted<L>(5, 0, false), nullptr);
+  EXPECT_EQ(this->peer_->deliver(5, "piece"), 0);
+  EXPECT_STREQ(big.c_str(), "piece");
+  EXPECT_STREQ(any.c_str(), "");
+  // Left: tag 1 and `any`; the buffer went with its first piece (59 bytes
+  // left, under the default minimum of 64). Every other entry is back.
+  EXPECT_EQ(this->stats().posted, 2u);
+  EXPECT_EQ(this->stats().pool_available + 2, this->stats().pool_capacity);
+}
+
 TYPED_TEST(srx_test, source_is_ignored_without_directed_recv) {
   std::string b(8, 0);
   ASSERT_EQ(this->post(b, ctx(this->ctx_, 0), 2), 0);
