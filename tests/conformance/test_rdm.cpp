@@ -395,6 +395,80 @@ TEST_P(rdm, peer_without_process_vm_readv) {
   EXPECT_EQ(rc, 0);
 }
 
+// Denies this process process_vm_writev only (EPERM): it may read its
+// peers but not write them. false if seccomp is not available.
+bool deny_process_vm_writev() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0;
+}
+
+// A peer that may read our memory but not write it (the kernel can allow
+// one and refuse the other): a provider that moves large messages with both
+// (shm's split copy) must still deliver every byte, both ways.
+TEST_P(rdm, peer_that_may_read_but_not_write) {
+  fi_addr_t child;
+  pid_t pid = spawn(*this, a, av, GetParam(), &child, [](child_peer& c) -> int {
+    if (!deny_process_vm_writev()) return 77;
+    char probe = 0;
+    iovec l{&probe, 1}, r{&probe, 1};
+    if (process_vm_writev(getppid(), &l, 1, &r, 1, 0) != -1 || errno != EPERM) return 50;
+    return echo(c);
+  });
+  ASSERT_GT(pid, 0);
+  echo_with(*this, a, child, [&](void* ctx, fi_cq_err_entry* err) { return wait_for(ctx, err); });
+  int rc = exit_code(pid);
+  if (rc == 77) GTEST_SKIP() << "seccomp filters are not available here";
+  EXPECT_EQ(rc, 0);
+}
+
+// Large messages from a sender that does not call into the library while
+// they are received: a single-copy provider (shm) moves them by itself (it
+// may not count on the sender's help), and the sender's completions come
+// later. (Over a socket, manual progress needs the sender to push the bytes.)
+TEST_P(rdm, large_messages_from_a_sender_that_does_not_poll) {
+  const size_t size = (1 << 20) + 5;
+  if (size > info->ep_attr->max_msg_size) GTEST_SKIP();
+  if (std::string(GetParam().prov) != "shm") GTEST_SKIP() << "single copy only";
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  fi_addr_t child;
+  pid_t pid = spawn(*this, a, av, GetParam(), &child, [&go, size](child_peer& c) -> int {
+    close(go[1]);
+    std::vector<char> out[3];
+    fi_context sctx[3];
+    for (unsigned k = 0; k < 3; ++k) {
+      out[k].resize(size);
+      fill(out[k], 60 + k);
+      if (fi_tsend(c.ep, out[k].data(), size, nullptr, c.parent, k, &sctx[k])) return 40;
+    }
+    char b;
+    if (read(go[0], &b, 1) != 1) return 41;  // blocked here, not polling
+    for (auto& ctx : sctx)
+      if (int rc = c.wait(&ctx)) return rc;
+    return 0;
+  });
+  close(go[0]);
+  ASSERT_GT(pid, 0);
+  std::vector<char> in(size);
+  for (unsigned k = 0; k < 3; ++k) {
+    fi_context rctx;
+    ASSERT_EQ(fi_trecv(a, in.data(), size, nullptr, child, k, 0, &rctx), 0);
+    ASSERT_EQ(wait_for(&rctx), 1) << k;
+    EXPECT_EQ(last.len, size);
+    EXPECT_EQ(check(in, size, 60 + k), size) << k;
+  }
+  ASSERT_EQ(write(go[1], "g", 1), 1);
+  close(go[1]);
+  EXPECT_EQ(exit_code(pid), 0);
+}
+
 // A receiver killed while a large send to it waits: the send completes in
 // error, the sender does not hang.
 TEST_P(rdm, killed_receiver_fails_the_send) {

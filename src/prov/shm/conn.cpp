@@ -229,6 +229,7 @@ void endpoint::service(uint64_t now) noexcept {
     conn& c = *busy_conns_[i];
     if (!c.dead) {
       if (!c.replies.empty()) flush_replies(c);
+      if (c.outstanding) help_split(c);
       if (c.queue_head || c.seg_owner[0] || c.seg_owner[1]) pump_bounce<Lock>(c);
       if (c.outstanding && now - c.watch_ns > stall_ns) {
         c.watch_ns = now;
@@ -245,6 +246,7 @@ void endpoint::service(uint64_t now) noexcept {
   }
   for (size_t i = 0; i < busy_in_.size();) {
     inbound& in = *busy_in_[i];
+    if (in.split) poll_split<Lock>(in);
     if (!in.xfers.empty()) poll_bounce<Lock>(in);
     if (!in.xfers.empty() && now - in.watch_ns > stall_ns) {
       in.watch_ns = now;

@@ -95,10 +95,15 @@ fi_provider* weft_shm_provider() noexcept {
                     "0 sends them through shared bounce buffers instead (default: 1, falling "
                     "back per peer when the kernel refuses)",
                     inline_max);
+    fi_param_define(&provider(), "split_copy", FI_PARAM_BOOL,
+                    "Let sender and receiver each copy part of a large single-copy message, "
+                    "on their own cores (default: 1; 0: the receiver copies it alone)");
     fi_param_define(&provider(), "dir", FI_PARAM_STRING,
                     "Directory of the shared-memory regions (default: /dev/shm)");
     int b = 1;
     if (fi_param_get_bool(&provider(), "single_copy", &b) == 0) the_config.single_copy = b != 0;
+    b = 1;
+    if (fi_param_get_bool(&provider(), "split_copy", &b) == 0) the_config.split_copy = b != 0;
     char* value = nullptr;
     if (fi_param_get_str(&provider(), "dir", &value) == 0 && value && *value) the_config.dir = value;
     return true;

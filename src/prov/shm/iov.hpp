@@ -78,16 +78,19 @@ inline constexpr size_t cma_max_iov = 16;
 
 // Moves `len` bytes between our buffers `liov` and process `pid`'s buffers
 // `riov`: from them to us (`write_remote` false, process_vm_readv) or from us
-// to them (process_vm_writev). 0, or the errno that stopped it.
+// to them (process_vm_writev), starting `off` bytes into both lists (a piece
+// of a transfer). 0, or the errno that stopped it.
 inline int cma_copy(pid_t pid, bool write_remote, const proto::rts_iov* riov, size_t rcount,
-                    const iovec* liov, size_t lcount, uint64_t len) noexcept {
+                    const iovec* liov, size_t lcount, uint64_t len, uint64_t off = 0) noexcept {
   iovec remote[cma_max_iov];
   size_t rn = std::min(rcount, cma_max_iov);
   for (size_t k = 0; k < rn; ++k)
     remote[k] = {reinterpret_cast<void*>(riov[k].addr), static_cast<size_t>(riov[k].len)};
   iov_cursor<cma_max_iov> l, r;
-  l.init(liov, lcount, len);
-  r.init(remote, rn, len);
+  l.init(liov, lcount, off + len);
+  r.init(remote, rn, off + len);
+  l.advance(static_cast<size_t>(off));
+  r.advance(static_cast<size_t>(off));
   uint64_t done = 0;
   while (done < len) {
     ssize_t got = write_remote

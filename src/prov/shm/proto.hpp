@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// weft — the shm provider's shared-memory layout, version 3.
+// weft — the shm provider's shared-memory layout, version 4.
 //
 // Every endpoint owns one region: a file in /dev/shm (mode 0600, see
 // region.hpp for the name), mapped MAP_SHARED by its owner and by every local
@@ -14,16 +14,16 @@
 //   0        page 0      region_header                           4 KiB
 //   4096     page 1..    control: hwm line, claim bitmap,        1216 B, rounded
 //                        one doorbell line per 64 rings          up to 4 KiB
-//   8192     ring blocks nrings x (ring_block_ctrl 320 B +       1024 x 8512 B
-//                        ring_slots x 64 B slots)                = 8.3 MiB
-//   8724480  bounce      nrings x bounce_segments x 64 KiB       128 MiB
-//   total                                                        136.3 MiB
+//   8192     ring blocks nrings x (ring_block_ctrl 448 B +       1024 x 8640 B
+//                        ring_slots x 64 B slots)                = 8.4 MiB
+//   8855552  bounce      nrings x bounce_segments x 64 KiB       128 MiB
+//   total                                                        136.4 MiB
 //
 // Only the first two pages ("fixed part", 8 KiB) are allocated when the region
 // is created. The file is sparse: a ring block is allocated (fallocate) by the
 // sender that claims it, the bounce segments of a ring by the sender that
 // first needs them. Untouched pages of a tmpfs file cost no memory, so an
-// endpoint that talks to 3 peers uses 8 KiB + 3 x 8.5 KiB of /dev/shm, not
+// endpoint that talks to 3 peers uses 8 KiB + 3 x 8.4 KiB of /dev/shm, not
 // 136 MiB. Allocating with fallocate before first use is what keeps a full
 // /dev/shm from turning into SIGBUS: a claim fails with -FI_ENOSPC instead.
 //
@@ -42,7 +42,7 @@
 // message up to 128 * 64 - 32 = 8160 bytes; the provider's inline limit should
 // leave room for two (4064 bytes = 64 slots). The cost of a ring is paid per
 // pair of endpoints that actually talk, so it stays small: 1024 endpoints all
-// talking to each other use 1024 * 1023 * 8.5 KiB = 8.3 GiB; halve ring_slots
+// talking to each other use 1024 * 1023 * 8.4 KiB = 8.4 GiB; halve ring_slots
 // to halve that.
 //
 // All integers are host-endian: regions are only ever shared inside one node.
@@ -63,7 +63,7 @@ namespace weft::shm::proto {
 inline constexpr uint64_t magic = 0x004d4853'54464557ull;
 // Bumped on any change of this file's layouts or protocols; peers of different
 // versions refuse each other's regions (attach answers -FI_EOPNOTSUPP).
-inline constexpr uint32_t version = 3;
+inline constexpr uint32_t version = 4;
 
 inline constexpr size_t cache_line = 64;
 inline constexpr size_t page_bytes = 4096;
@@ -219,6 +219,13 @@ static_assert(sizeof(producer_line) == cache_line && sizeof(consumer_line) == ca
 static_assert(std::is_trivially_copyable_v<producer_line>);
 static_assert(std::is_trivially_copyable_v<consumer_line>);
 
+// A buffer in another process: its address there and its length.
+struct rts_iov {
+  uint64_t addr;
+  uint64_t len;
+};
+static_assert(sizeof(rts_iov) == 16 && std::is_trivially_copyable_v<rts_iov>);
+
 // Lines 3-4: one per bounce segment of this ring (protocol below).
 struct alignas(cache_line) bounce_ctrl {
   uint64_t state;   // atomic: 0 = empty (sender's); (chunk + 1) << 32 | bytes = full (owner's)
@@ -229,13 +236,35 @@ struct alignas(cache_line) bounce_ctrl {
 static_assert(sizeof(bounce_ctrl) == cache_line);
 static_assert(std::is_trivially_copyable_v<bounce_ctrl>);
 
+// Lines 5-6: the split copy of the large message the owner is pulling from
+// this ring's sender (protocol below). Written by the owner (R) before it
+// publishes `claim`; claimed by both sides with CAS.
+inline constexpr unsigned split_offset_bits = 41;  // offsets up to max_msg (2^40) inclusive
+inline constexpr uint64_t split_offset_mask = (uint64_t{1} << split_offset_bits) - 1;
+inline constexpr uint64_t split_piece_min = 16 * 1024;  // smaller pieces cost more in calls than they save
+struct alignas(cache_line) split_line {
+  uint64_t claim;       // atomic: seq << split_offset_bits | the next byte nobody copies yet
+  uint64_t done;        // atomic: bytes copied (or given up) so far, fetch_add by both
+  uint64_t token;       // the sender's token of the message
+  uint64_t len;         // bytes to copy: the message, clipped to the receive buffer
+  uint32_t count;       // entries of dst
+  uint32_t error;       // atomic: the first positive FI_E* code a copier met (0: none)
+  uint64_t orphan;      // atomic: 1 + the offset of a piece S claimed and could not copy
+  uint64_t orphan_len;  // its length (written before orphan, release)
+  uint64_t reserved;
+  rts_iov dst[4];       // R's buffers
+};
+static_assert(sizeof(split_line) == 2 * cache_line);
+static_assert(std::is_trivially_copyable_v<split_line>);
+
 struct ring_block_ctrl {
   claim_entry claim;
   producer_line prod;
   consumer_line cons;
   bounce_ctrl bounce[bounce_segments];
+  split_line split;
 };
-static_assert(sizeof(ring_block_ctrl) == 5 * cache_line);
+static_assert(sizeof(ring_block_ctrl) == 7 * cache_line);
 static_assert(alignof(ring_block_ctrl) == cache_line);
 static_assert(std::is_trivially_copyable_v<ring_block_ctrl>);
 
@@ -296,9 +325,9 @@ constexpr geometry compute_geometry(uint32_t nrings, uint32_t ring_slots) noexce
 }
 // The defaults, as documented at the top of this file.
 static_assert(compute_geometry(1024, 128).fixed_bytes == 8192);
-static_assert(compute_geometry(1024, 128).block_bytes == 8512);
-static_assert(compute_geometry(1024, 128).bounce_offset == 8724480);
-static_assert(compute_geometry(1024, 128).region_bytes == 142942208);
+static_assert(compute_geometry(1024, 128).block_bytes == 8640);
+static_assert(compute_geometry(1024, 128).bounce_offset == 8855552);
+static_assert(compute_geometry(1024, 128).region_bytes == 143073280);
 static_assert(compute_geometry(4096, 4096).region_bytes < (uint64_t{1} << 40));
 
 // Ring protocol (one producer, one consumer; positions are 64-bit counters of
@@ -366,6 +395,32 @@ static_assert(compute_geometry(4096, 4096).region_bytes < (uint64_t{1} << 40));
 // Single copy (process_vm_readv/writev allowed, see peer.hpp cma_available):
 //   S sends op = cma_rts with its pid and iovecs; R reads them directly and
 //   answers with a ring message in S's region; the bounce path is not used.
+// Split copy (version 4): for a large single-copy message, both processes
+// copy, each on its own core, R with process_vm_readv from S, S with
+// process_vm_writev into R, so a transfer takes about half the time one
+// copier needs. Through the split line of S's ring in R's region:
+//   1. R, having matched the rts (and the line being free: at most one split
+//      per ring at a time), writes token, len, count, dst, done = 0,
+//      error = 0, orphan = 0, then claim = (seq + 1) << 41 | 0 (release).
+//   2. Either side claims a piece [off, off + n) by CAS on claim from
+//      seq << 41 | off to seq << 41 | (off + n) (acq_rel): n is half of what
+//      is left, at least split_piece_min bytes, at most what is left. A
+//      successful CAS proves the transfer is still R's current one (its
+//      fields cannot change before every piece is claimed and done == len),
+//      so S reads token, count and dst after its CAS, never before.
+//   3. The claimer copies its piece and adds n to done (release); on an
+//      error it stores error (first one wins) and still adds n.
+//   4. S, refused by the kernel (process_vm_writev may be denied where
+//      readv is allowed), hands its piece back: orphan_len = n, then
+//      orphan = 1 + off (release), and helps this peer no more. R copies
+//      an orphan it finds and adds its length to done.
+//   5. R finishes when done == len (acquire): completes the receive and
+//      answers op_ack as for a plain pull. S helps only with messages it
+//      has waiting for an op_ack on this ring, so a piece never outlives its
+//      buffers; R's buffers are its posted receive, held until step 5.
+//   A sender that dies mid-copy is found by R's liveness check (the pull
+//   fails with FI_ECONNRESET); a receiver that dies fails S's writev (ESRCH)
+//   and S's send as any lost peer does.
 
 
 // ---------------------------------------------------------------------------
@@ -470,11 +525,6 @@ enum ack_status : uint64_t {
 };
 // Any other ack value is a positive FI_E* code the send completes with.
 
-struct rts_iov {
-  uint64_t addr;
-  uint64_t len;
-};
-static_assert(sizeof(rts_iov) == 16 && std::is_trivially_copyable_v<rts_iov>);
 
 struct rts_payload {
   uint64_t token;  // the sender's handle for the ack (and the bounce xfer id)

@@ -465,6 +465,9 @@ errc region::claim(const sender_identity& me, uint32_t& ring) noexcept {
         std::atomic_ref<uint64_t>(seg.state).store(0, std::memory_order_relaxed);
         seg.xfer = seg.offset = 0;
       }
+      // No split transfer: seq 0 is never published (a previous sender's
+      // may have been cut short).
+      std::atomic_ref<uint64_t>(b.split.claim).store(0, std::memory_order_relaxed);
       ring_init(ring_mem(r));
       // Before the claim is published: the owner then scans this word.
       std::atomic_ref<uint64_t>(hwm_line()->claimed_words)

@@ -159,6 +159,9 @@ class region {
   // Allocates the ring's bounce segments (once, before the first segmented
   // copy). nospc when the file system is full.
   errc reserve_bounce(uint32_t ring) noexcept;
+  // The split line of a ring (proto.hpp): the owner publishes there, the
+  // ring's sender helps.
+  proto::split_line& split(uint32_t ring) noexcept { return block(ring).split; }
   std::byte* bounce_segment(uint32_t ring, uint32_t seg) noexcept {
     return base_ + geo_.bounce_offset + ring * geo_.bounce_ring_bytes +
            seg * proto::bounce_segment_bytes;

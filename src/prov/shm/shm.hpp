@@ -46,6 +46,7 @@ namespace weft::shm {
 // Parameters (fi_info -e): FI_SHM_SINGLE_COPY, FI_SHM_DIR.
 struct config {
   bool single_copy = true;  // 0: every large message goes through bounce segments
+  bool split_copy = true;   // 0: the receiver alone copies a large message (split.cpp)
   std::string dir = "/dev/shm";
 };
 const config& cfg() noexcept;
@@ -148,6 +149,7 @@ struct conn {
   bool same_ns = false;
   bool dead = false;
   bool cma_refused = false;  // the peer cannot read us: bounce from now on
+  bool split_refused = false;  // we cannot write into the peer: no help with split copies
   bool bounce_ready = false;
   bool logged = false;       // the protocol choice for this peer was logged
   bool listed = false;       // on the endpoint's busy list
@@ -229,6 +231,13 @@ struct rx_xfer : rec_base {
   fi_addr_t src = FI_ADDR_NOTAVAIL;
   size_t dst_count = 0;
   iovec dst[proto::rma_max_targets * util::mr_iov_limit]{};
+  // split copies (never queued: a matched message): the sender's pid and
+  // buffers, and the bytes to copy
+  bool split = false;
+  pid_t pid = 0;
+  uint32_t src_count = 0;
+  proto::rts_iov src_iov[proto::rts_max_iov]{};
+  uint64_t len = 0;
   ~rx_xfer() { std::free(staging); }
 };
 
@@ -244,8 +253,11 @@ struct inbound {
   bool listed = false;
   bool dead = false;  // the sender exited: its ring goes back once drained
   uint64_t watch_ns = 0;
-  std::vector<rx_xfer*> xfers;  // bounce transfers under way
+  std::vector<rx_xfer*> xfers;  // bounce and split transfers under way
   cma_rec* records = nullptr;   // unexpected large messages of this sender
+  rx_xfer* split = nullptr;     // the transfer using this ring's split line
+  uint64_t split_seq = 0;       // the last one published there
+  bool cma_proven = false;      // a process_vm_readv from this sender worked
 };
 
 // ---- shared receive contexts (srx.cpp) ---------------------------------------
@@ -416,6 +428,19 @@ class endpoint : public util::endpoint_object<endpoint> {
   void finish_xfer(rx_xfer* x) noexcept;
   template <class Lock>
   void pull(fi_peer_rx_entry* e, const cma_rec& r) noexcept;
+  // ---- split copies (split.cpp; protocol in proto.hpp) ----
+  // Starts pulling `len` bytes of r into e with the sender's help; false
+  // when it cannot (the caller pulls alone).
+  template <class Lock>
+  bool split_pull(fi_peer_rx_entry* e, const cma_rec& r, uint64_t len) noexcept;
+  // Copies what is left to copy of in's split transfer, finishes it when done.
+  template <class Lock>
+  void poll_split(inbound& in) noexcept;
+  // As a sender: copies pieces of a split transfer the peer published for
+  // one of our messages.
+  void help_split(conn& c) noexcept;
+  // Ends in's split transfer before every piece is in (see split.cpp).
+  void seal_split(inbound& in) noexcept;
   template <class Lock>
   void send_ack(conn* c, uint64_t token, uint64_t status) noexcept {
     send_reply(c, proto::op_ack, token, status, nullptr, 0);

@@ -16,6 +16,9 @@ namespace weft::shm {
 
 namespace {
 
+// Messages from this size on are copied by both sides when they can.
+constexpr uint64_t split_min = 2 * proto::split_piece_min;
+
 uint64_t capacity(const fi_peer_rx_entry* e) noexcept {
   uint64_t n = 0;
   for (size_t i = 0; i < e->count; ++i) n += e->iov[i].iov_len;
@@ -93,7 +96,12 @@ void endpoint::pull(fi_peer_rx_entry* e, const cma_rec& r) noexcept {
     return;
   }
   uint64_t len = std::min(capacity(e), r.total);
+  // Once single copy from this sender is known to work, large messages are
+  // copied by both sides (split.cpp); the first one proves it alone.
+  if (r.in->cma_proven && len >= split_min && cfg().split_copy && split_pull<Lock>(e, r, len))
+    return;
   int rc = len ? cma_copy(r.pid, false, r.iov, r.count, e->iov, e->count, len) : 0;
+  if (rc == 0 && len) r.in->cma_proven = true;
   if (rc == EPERM || rc == EACCES || rc == ENOSYS) {
     // Refused after all: the sender streams it through bounce segments.
     WEFT_INFO(&provider(), FI_LOG_EP_DATA,
@@ -247,6 +255,7 @@ void endpoint::poll_bounce(inbound& in) noexcept {
 
 template <class Lock>
 void endpoint::finish_xfer(rx_xfer* x) noexcept {
+  if (x->in && x->in->split == x) seal_split(*x->in);  // cut short: the sender lets go first
   if (x->in) {
     auto& v = x->in->xfers;
     v.erase(std::remove(v.begin(), v.end(), x), v.end());
@@ -279,6 +288,12 @@ void endpoint::finish_xfer(rx_xfer* x) noexcept {
   if (!x->err && x->staging) scatter(e->iov, e->count, 0, x->staging, len);
   complete_rx<Lock>(e, x->err ? 0 : len, x->err);
   free_entry<Lock>(e);
+  // A split copy is answered as a plain pull is, unless its sender died.
+  if (x->split && x->err != FI_ECONNRESET) {
+    errc ignored;
+    send_ack<Lock>(conn_to(x->id, ignored), x->token,
+                   x->err ? static_cast<uint64_t>(x->err) : proto::ack_done);
+  }
   delete x;
 }
 
