@@ -68,6 +68,8 @@ class cntr : public fid_object<cntr, fid_cntr> {
   // The kernel wait object (an epoll set), or null for FI_WAIT_NONE and
   // FI_WAIT_YIELD.
   wait_fd* waiter() noexcept { return wait_.is_open() ? &wait_ : nullptr; }
+  // Someone may be asleep on this counter now (see cq::may_sleep).
+  bool may_sleep() const noexcept { return waiters_.load(std::memory_order_seq_cst) != 0; }
   domain& dom() const noexcept { return *domain_; }
   fi_wait_obj wait_obj() const noexcept { return wait_obj_; }
 

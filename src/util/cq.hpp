@@ -118,6 +118,10 @@ class cq : public fid_object<cq, fid_cq> {
 
   // Bindings to a wait set: the set watches this CQ's wait fd.
   wait_fd* waiter() noexcept { return wait_.is_open() ? &wait_ : nullptr; }
+  // Someone may be asleep on this CQ now: a thread in fi_cq_sread, a wait
+  // set holding it, or an application given its fd. Providers whose data
+  // arrives without a system call wake such a sleeper through an fd of theirs.
+  bool may_sleep() const noexcept { return signal_on_write_.load(std::memory_order_seq_cst) != 0; }
 
  private:
   template <class Lock>

@@ -4,6 +4,7 @@
 #include "prov/shm/shm.hpp"
 
 #include <rdma/fi_cm.h>
+#include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -37,7 +38,19 @@ const fi_ops_cm cm_ops = {
     WEFT_NOSYS(fi_ops_cm, join),
 };
 
-constexpr uint64_t tick_ns = 1'000'000;
+// The timer's period while transfers are under way (bounce chunks and
+// liveness checks need progress that no message announces) and otherwise
+// (only the sweep for dead senders; messages wake a sleeper through the
+// FIFO). Without a FIFO, the fast one always.
+constexpr uint64_t busy_tick_ns = 1'000'000;
+constexpr uint64_t idle_tick_ns = 100'000'000;
+
+void add_to(int epfd, int fd) noexcept {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  ::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+}
 
 }  // namespace
 
@@ -72,6 +85,10 @@ int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* c
     if (e != errc::ok) return to_fi(e);  // logged by create
     ep->self_ = addr_entry{static_cast<uint32_t>(::getpid()), static_cast<uint32_t>(pidns),
                            p.endpoint_index, 1, 0};
+    // Without its FIFO (logged) the endpoint still works: sleepers wake by the timer.
+    reclaim_stale_fifos(p.dir, prov);
+    if (ep->wake_.create(p.dir, ep->region_.name(), prov) == errc::ok && ep->waitset_.valid())
+      add_to(ep->waitset_.get(), ep->wake_.fd());
     ep->me_ = sender_identity::self(p.endpoint_index);
     ep->in_.resize(ep->region_.nrings());
     *out = ep.release();
@@ -99,6 +116,8 @@ endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
   hook_ = locked_ ? util::progress_hook{&progress_thunk<util::mutex_lock>, this}
                   : util::progress_hook{&progress_thunk<util::null_lock>, this};
   timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+  waitset_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (waitset_.valid() && timer_.valid()) add_to(waitset_.get(), timer_.get());
   cm = const_cast<fi_ops_cm*>(&cm_ops);
   msg = util::writable(util::msg_badstate);
   tagged = util::writable(tagged_badstate);
@@ -134,7 +153,7 @@ int endpoint::close() {
     else
       retire_receives<util::null_lock>();
   }
-  bound_.unbind(this, timer_.get());
+  bound_.unbind(this, wait_source());
   delete this;
   return 0;
 }
@@ -145,7 +164,7 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
     return to_fi(errc::opbadstate);
   }
   if (bfid->fclass == FI_CLASS_SRX_CTX) return bind_srx(bfid, flags);
-  return bound_.bind(*domain_, bfid, flags, hook_, timer_.get());
+  return bound_.bind(*domain_, bfid, flags, hook_, wait_source());
 }
 
 int endpoint::bind_srx(struct fid* f, uint64_t flags) {
@@ -208,15 +227,7 @@ int endpoint::enable() {
     if (c && c->waiter()) sleeper = true;
   for (util::cntr* c : {bound_.send_cntr.get(), bound_.recv_cntr.get()})
     if (c && c->waiter()) sleeper = true;
-  if (sleeper && timer_.valid()) {
-    itimerspec its{};
-    its.it_interval.tv_nsec = tick_ns;
-    its.it_value.tv_nsec = tick_ns;
-    if (::timerfd_settime(timer_.get(), 0, &its, nullptr) == 0) {
-      tick_start_ns_ = util::now_ns();
-      next_tick_ns_ = tick_start_ns_ + tick_ns;
-    }
-  }
+  if (sleeper) arm_timer(busy_tick_ns);
   msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>(shared_rx)
                                         : msg_table<util::null_lock>(shared_rx));
   tagged = const_cast<fi_ops_tagged*>(locked_ ? tagged_table<util::mutex_lock>(shared_rx)
@@ -233,14 +244,54 @@ int endpoint::enable() {
   return 0;
 }
 
+void endpoint::arm_timer(uint64_t period) noexcept {
+  if (!timer_.valid()) return;
+  itimerspec its{};
+  its.it_interval.tv_sec = static_cast<time_t>(period / 1'000'000'000);
+  its.it_interval.tv_nsec = static_cast<long>(period % 1'000'000'000);
+  its.it_value = its.it_interval;
+  if (::timerfd_settime(timer_.get(), 0, &its, nullptr) != 0) return;
+  tick_period_ns_ = period;
+  tick_start_ns_ = util::now_ns();
+  next_tick_ns_ = tick_start_ns_ + period;
+}
+
 void endpoint::tick() noexcept {
   uint64_t now = util::now_ns();
-  if (now < next_tick_ns_) return;
-  uint64_t expirations;
-  // Level-triggered in the wait sets: read it once per expiry, or a sleeper
-  // would spin. Not yet readable (the timer's slack): try again next time.
-  if (::read(timer_.get(), &expirations, sizeof expirations) != sizeof expirations) return;
-  next_tick_ns_ = tick_start_ns_ + ((now - tick_start_ns_) / tick_ns + 1) * tick_ns;
+  if (now >= next_tick_ns_) {
+    uint64_t expirations;
+    // Level-triggered in the wait sets: read it once per expiry, or a
+    // sleeper would spin. Not yet readable (the timer's slack): next time.
+    if (::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations)
+      next_tick_ns_ = tick_start_ns_ + ((now - tick_start_ns_) / tick_period_ns_ + 1) * tick_period_ns_;
+  }
+  // Fast while something waits on a peer, slow otherwise (if the FIFO wakes).
+  bool busy = !busy_conns_.empty() || !busy_in_.empty() || !wake_.valid();
+  uint64_t want = busy ? busy_tick_ns : idle_tick_ns;
+  if (want != tick_period_ns_) arm_timer(want);
+}
+
+void endpoint::watch_sleepers() noexcept {
+  bool want = false;
+  for (util::cq* c : {bound_.tx_cq.get(), bound_.rx_cq.get()})
+    if (c && c->may_sleep()) want = true;
+  for (util::cntr* c : {bound_.send_cntr.get(), bound_.recv_cntr.get()})
+    if (c && c->may_sleep()) want = true;
+  if (want != wake_on_) {
+    region_.want_wakes(want);
+    wake_on_ = want;
+  }
+  if (region_.take_wake()) wake_.drain();
+}
+
+void endpoint::wake_peer(conn& c) noexcept {
+  if (c.wake_broken) return;
+  if (!wake_owner(c.wake, c.reg.dir(), c.reg.name())) {
+    c.wake_broken = true;
+    WEFT_INFO(&provider(), FI_LOG_EP_DATA,
+              "shm peer %s has no wake FIFO we may open: it wakes by its timer",
+              c.reg.name().c_str());
+  }
 }
 
 int endpoint::getname(void* addr, size_t* addrlen) {

@@ -256,7 +256,7 @@ ssize_t endpoint::send_one(const void* buf, size_t len, fi_addr_t dest, void* co
   if (errc e = c->prod.try_send(f, buf, len); e != errc::ok) [[unlikely]]
     return ring_full<Lock>(*c, e);
   c->full_ns = 0;
-  c->reg.ring_doorbell(c->ring);
+  ring(*c);
   if (completion)
     cq->write<Lock>({context, FI_SEND | (tagged ? FI_TAGGED : FI_MSG), 0, nullptr, 0, 0,
                      FI_ADDR_NOTAVAIL, 0});
@@ -310,7 +310,7 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
     f.op = proto::op_inline;
     if (errc e = c->prod.try_sendv(f, iov, count); e != errc::ok) return ring_full<Lock>(*c, e);
     c->full_ns = 0;
-    c->reg.ring_doorbell(c->ring);
+    ring(*c);
     if (completion) cq->write<Lock>({context, cq_flags, 0, nullptr, 0, 0, FI_ADDR_NOTAVAIL, 0});
     if (util::cntr* n = bound_.send_cntr.get()) n->inc();
     return 0;
@@ -336,7 +336,7 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
     return ring_full<Lock>(*c, e);
   }
   c->full_ns = 0;
-  c->reg.ring_doorbell(c->ring);
+  ring(*c);
   t->context = context;
   t->cq_flags = cq_flags;
   t->c = c;

@@ -73,7 +73,10 @@ template <class Lock>
 void endpoint::progress() noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
   if (!enabled_) return;
-  if (next_tick_ns_) tick();
+  if (next_tick_ns_) {  // a bound CQ or counter can sleep
+    tick();
+    watch_sleepers();  // before the collect: see proto.hpp, "Waking the owner"
+  }
   region_.collect_doorbells(pending_);
   pending_.drain_each([&](uint32_t r) { return drain<Lock>(r); });
   if (!busy_conns_.empty() || !busy_in_.empty()) service<Lock>(util::now_ns());

@@ -141,12 +141,18 @@ static_assert(std::is_standard_layout_v<region_header>);
 
 struct alignas(cache_line) hwm_line {
   uint32_t claim_hwm;  // atomic
-  uint32_t reserved0;
+  // atomic, the owner's: nonzero while a thread may sleep on the owner's
+  // CQ or counter (see "Waking the owner" below).
+  uint32_t wake_wanted;
   // atomic: bit w set once a ring of doorbell word w was ever claimed. The
   // owner looks only at those doorbell lines (claims start at a word hashed
   // from the sender, so rings in use are spread over the words).
   uint64_t claimed_words;
-  uint64_t reserved[6];
+  // atomic: 1 from a sender's wake until the owner takes it (one byte in
+  // the FIFO at a time, however many senders ring).
+  uint32_t wake_pending;
+  uint32_t reserved0;
+  uint64_t reserved[5];
 };
 static_assert(sizeof(hwm_line) == cache_line);
 static_assert(std::is_trivially_copyable_v<hwm_line>);
@@ -395,6 +401,18 @@ static_assert(compute_geometry(4096, 4096).region_bytes < (uint64_t{1} << 40));
 // Single copy (process_vm_readv/writev allowed, see peer.hpp cma_available):
 //   S sends op = cma_rts with its pid and iovecs; R reads them directly and
 //   answers with a ring message in S's region; the bounce path is not used.
+// Waking the owner (version 4): a sleeping owner is woken through its FIFO
+// (wake.hpp), Dekker-style as for the doorbells:
+//   owner, before it may sleep: wake_wanted = 1 (seq_cst), then collects
+//     the doorbells; it sleeps only if that finds nothing. On waking (and on
+//     any progress while wake_wanted): if wake_pending, stores 0 and reads
+//     the FIFO empty. Stores wake_wanted = 0 once no one can sleep.
+//   sender, after its doorbell fetch_or found the bit clear: loads
+//     wake_wanted (seq_cst); if set and exchange(wake_pending, 1) was 0,
+//     writes one byte into the FIFO.
+//   Either the owner's collect sees the bit, or the sender's load sees
+//   wake_wanted; a byte stays in the FIFO while wake_pending is 1, so a wake
+//   is never lost and a busy ring costs no system call.
 // Split copy (version 4): for a large single-copy message, both processes
 // copy, each on its own core, R with process_vm_readv from S, S with
 // process_vm_writev into R, so a transfer takes about half the time one

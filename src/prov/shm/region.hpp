@@ -149,10 +149,15 @@ class region {
   errc claim(const sender_identity& me, uint32_t& ring) noexcept;
   ring_producer producer(uint32_t ring) noexcept { return ring_producer(ring_mem(ring)); }
   // After publishing: tells the owner ring `ring` has something (proto.hpp).
-  void ring_doorbell(uint32_t ring) noexcept {
+  // True when the owner may be asleep and this call is the one to wake it
+  // (proto.hpp, "Waking the owner"): the caller writes its FIFO.
+  bool ring_doorbell(uint32_t ring) noexcept {
     std::atomic_ref<uint64_t> w(doorbell(ring / 64).bits);
     uint64_t bit = uint64_t{1} << (ring % 64);
-    if (!(w.load(std::memory_order_seq_cst) & bit)) w.fetch_or(bit, std::memory_order_seq_cst);
+    if (w.load(std::memory_order_seq_cst) & bit) return false;
+    w.fetch_or(bit, std::memory_order_seq_cst);
+    if (!std::atomic_ref<uint32_t>(hwm_->wake_wanted).load(std::memory_order_seq_cst)) return false;
+    return std::atomic_ref<uint32_t>(hwm_->wake_pending).exchange(1, std::memory_order_acq_rel) == 0;
   }
   // The sender is done with the ring; the owner will reclaim it.
   void close_ring(uint32_t ring) noexcept;
@@ -194,6 +199,18 @@ class region {
     if (got) seq_cst_fence();
     return got != 0;
   }
+  // Owner: whether senders should wake us (stored before the collect that
+  // precedes a sleep), and taking a wake (true: read the FIFO empty).
+  void want_wakes(bool on) noexcept {
+    std::atomic_ref<uint32_t>(hwm_->wake_wanted).store(on, std::memory_order_seq_cst);
+  }
+  bool take_wake() noexcept {
+    std::atomic_ref<uint32_t> p(hwm_->wake_pending);
+    if (!p.load(std::memory_order_relaxed)) return false;
+    p.store(0, std::memory_order_seq_cst);
+    return true;
+  }
+  const std::string& dir() const noexcept { return dir_; }
   // The ring's claim state (proto::claim_state), with acquire: after seeing
   // claim_active, claim_info() and consumer() are safe to use.
   // 1 + the highest ring index ever claimed.

@@ -91,7 +91,7 @@ ssize_t endpoint::post_rma(const util::rma_request& r) noexcept {
                                   request_flags(r.flags, silent), t ? t->token : 0,
                                   (r.flags & FI_REMOTE_CQ_DATA) ? r.data : 0});
   c->full_ns = 0;
-  c->reg.ring_doorbell(c->ring);
+  ring(*c);
   if (!t) {
     // fi_inject_write: no completion, but the write counter counts it.
     if (util::cntr* n = bound_.write_cntr.get()) n->inc();
@@ -159,7 +159,7 @@ ssize_t endpoint::post_atomic(const util::atomic_request& r) noexcept {
   c->prod.publish(res, msg_fields{proto::op_atomic, request_flags(r.flags, silent),
                                   t ? t->token : 0, (r.flags & FI_REMOTE_CQ_DATA) ? r.data : 0});
   c->full_ns = 0;
-  c->reg.ring_doorbell(c->ring);
+  ring(*c);
   const bool fetch = r.kind != util::atomic_kind::base;
   if (!t) {
     if (util::cntr* n = bound_.write_cntr.get()) n->inc();

@@ -18,6 +18,7 @@
 #include "prov/shm/proto.hpp"
 #include "prov/shm/region.hpp"
 #include "prov/shm/ring.hpp"
+#include "prov/shm/wake.hpp"
 #include "util/av.hpp"
 #include "util/domain.hpp"
 #include "util/endpoint.hpp"
@@ -150,6 +151,8 @@ struct conn {
   bool dead = false;
   bool cma_refused = false;  // the peer cannot read us: bounce from now on
   bool split_refused = false;  // we cannot write into the peer: no help with split copies
+  util::unique_fd wake;        // the peer's wake FIFO, opened the first time it sleeps
+  bool wake_broken = false;    // it has none we may open: it wakes by its timer
   bool bounce_ready = false;
   bool logged = false;       // the protocol choice for this peer was logged
   bool listed = false;       // on the endpoint's busy list
@@ -401,6 +404,14 @@ class endpoint : public util::endpoint_object<endpoint> {
     return id == c->id ? c : nullptr;
   }
   conn* conn_to(const addr_entry& id, errc& err) noexcept;
+  // Rings c's doorbell, and wakes its owner if it may be asleep.
+  void ring(conn& c) noexcept {
+    if (c.reg.ring_doorbell(c.ring)) wake_peer(c);
+  }
+  void wake_peer(conn& c) noexcept;
+  // Owner: tells senders whether to wake us (someone may sleep on a bound
+  // CQ or counter) and takes their wakes; paces the timer.
+  void watch_sleepers() noexcept;
   bool peer_dead(conn& c) noexcept;      // asks the kernel (rate-limited by callers)
   void watch(conn& c) noexcept;          // puts c on the busy list
   void watch(inbound& in) noexcept;
@@ -505,6 +516,9 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   void complete_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept;
   void tick() noexcept;
+  void arm_timer(uint64_t period_ns) noexcept;
+  // The fd sleepers on our CQs and counters watch: the timer and the FIFO.
+  int wait_source() const noexcept { return waitset_.valid() ? waitset_.get() : timer_.get(); }
   // Finds senders that died without a word (a large transfer would have
   // noticed): their rings go back to the pool. Once per sweep_ns at most.
   template <class Lock>
@@ -555,6 +569,13 @@ class endpoint : public util::endpoint_object<endpoint> {
   util::unique_fd timer_;
   uint64_t tick_start_ns_ = 0;
   uint64_t next_tick_ns_ = 0;  // 0: the timer is not armed
+  uint64_t tick_period_ns_ = 0;
+  // Senders wake a sleeper through this FIFO (wake.hpp); with it the timer
+  // only paces transfers under way and liveness checks. Both are in
+  // waitset_, the fd bound to CQs and counters.
+  wake_fifo wake_;
+  util::unique_fd waitset_;
+  bool wake_on_ = false;  // wake_wanted as last stored in our region
   uint32_t sweep_countdown_ = sweep_every;
   uint64_t last_sweep_ns_ = 0;
 };

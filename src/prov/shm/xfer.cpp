@@ -52,7 +52,7 @@ void endpoint::send_reply(conn* c, uint16_t op, uint64_t token, uint64_t status,
   if (!c || c->dead) return;  // no one to tell
   msg_fields f{op, 0, token, status};
   if (c->replies.empty() && c->prod.try_sendv(f, iov, count) == errc::ok) {
-    c->reg.ring_doorbell(c->ring);
+    ring(*c);
     return;
   }
   // Its ring is full: keep the order, retry from progress. (Never wait: the
@@ -80,7 +80,7 @@ void endpoint::flush_replies(conn& c) noexcept {
     c.replies.pop_front();
     sent = true;
   }
-  if (sent) c.reg.ring_doorbell(c.ring);
+  if (sent) ring(c);
 }
 
 // ---- single copy ------------------------------------------------------------------
@@ -208,7 +208,7 @@ void endpoint::pump_bounce(conn& c) noexcept {
       t->next = nullptr;
     }
   }
-  if (wrote) c.reg.ring_doorbell(c.ring);
+  if (wrote) ring(c);
 }
 
 // ---- bounce segments: receiver -----------------------------------------------------
