@@ -364,12 +364,15 @@ TEST_P(rdm, processes_exchange_messages) {
   EXPECT_EQ(exit_code(pid), 0);
 }
 
-// Denies this process process_vm_readv and process_vm_writev (EPERM), as a
-// container without ptrace rights does. false if seccomp is not available.
-bool deny_cross_memory_attach() {
+// Denies this process process_vm_writev (EPERM), and process_vm_readv too
+// unless `reads_allowed`: as a container without ptrace rights does (the
+// kernel may also allow one and refuse the other). false if seccomp is not
+// available.
+bool deny_cross_memory_attach(bool reads_allowed = false) {
+  const uint32_t readv = reads_allowed ? __NR_process_vm_writev : __NR_process_vm_readv;
   sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, readv, 2, 0),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 1, 0),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
@@ -397,27 +400,13 @@ TEST_P(rdm, peer_without_process_vm_readv) {
   EXPECT_EQ(rc, 0);
 }
 
-// Denies this process process_vm_writev only (EPERM): it may read its
-// peers but not write them. false if seccomp is not available.
-bool deny_process_vm_writev() {
-  sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-  };
-  sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
-  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0;
-}
-
 // A peer that may read our memory but not write it (the kernel can allow
 // one and refuse the other): a provider that moves large messages with both
 // (shm's split copy) must still deliver every byte, both ways.
 TEST_P(rdm, peer_that_may_read_but_not_write) {
   fi_addr_t child;
   pid_t pid = spawn(*this, a, av, GetParam(), &child, [](child_peer& c) -> int {
-    if (!deny_process_vm_writev()) return 77;
+    if (!deny_cross_memory_attach(true)) return 77;
     char probe = 0;
     iovec l{&probe, 1}, r{&probe, 1};
     if (process_vm_writev(getppid(), &l, 1, &r, 1, 0) != -1 || errno != EPERM) return 50;

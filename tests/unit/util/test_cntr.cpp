@@ -17,19 +17,14 @@
 #include "util/cntr.hpp"
 #include "util/domain.hpp"
 #include "util/fabric.hpp"
+#include "util_env.hpp"
 #include "util/wait_set.hpp"
 
 using namespace weft;
 using namespace weft::util;
 
 namespace {
-fi_provider test_prov = [] {
-  fi_provider p{};
-  p.version = 1;
-  p.fi_version = FI_VERSION(1, 21);
-  p.name = "test";
-  return p;
-}();
+fi_provider& test_prov = *test_env::provider();
 }  // namespace
 
 namespace {
@@ -38,20 +33,13 @@ namespace {
 class cntr_test : public ::testing::TestWithParam<fi_threading> {
  protected:
   void SetUp() override {
-    fi_fabric_attr fa{};
-    fa.api_version = FI_VERSION(1, 21);
-    fab_ = new fabric(&test_prov, nullptr, fa, nullptr);
-    fi_domain_attr da{};
-    da.threading = GetParam();
-    da.data_progress = FI_PROGRESS_MANUAL;
-    fi_info info{};
-    info.domain_attr = &da;
-    dom_ = new domain(*fab_, nullptr, info, nullptr);
+    env_.open(GetParam());
+    fab_ = env_.fab;
+    dom_ = env_.dom;
   }
   void TearDown() override {
     for (fid_cntr* c : open_) EXPECT_EQ(fi_close(&c->fid), 0);
-    EXPECT_EQ(fi_close(&dom_->fid), 0);
-    EXPECT_EQ(fi_close(&fab_->fid), 0);
+    env_.close();
   }
   fid_cntr* open(fi_wait_obj w) {
     fi_cntr_attr a{};
@@ -69,6 +57,7 @@ class cntr_test : public ::testing::TestWithParam<fi_threading> {
     return ret;
   }
 
+  test_env::domain_pair env_;
   fabric* fab_ = nullptr;
   domain* dom_ = nullptr;
   std::vector<fid_cntr*> open_;

@@ -15,19 +15,14 @@
 #include "util/cq.hpp"
 #include "util/domain.hpp"
 #include "util/fabric.hpp"
+#include "util_env.hpp"
 
 using namespace weft;
 using namespace weft::util;
 
 namespace {
 
-fi_provider test_prov = [] {
-  fi_provider p{};
-  p.version = 1;
-  p.fi_version = FI_VERSION(1, 21);
-  p.name = "test";
-  return p;
-}();
+fi_provider& test_prov = *test_env::provider();
 
 // The owner's CQ: records every write, and refuses (-FI_EAGAIN) once it
 // holds `room` completions, like a full CQ.
@@ -86,20 +81,13 @@ struct owner_cntr : fid_peer_cntr {
 class peer_test : public ::testing::TestWithParam<fi_threading> {
  public:
   void SetUp() override {
-    fi_fabric_attr fa{};
-    fa.api_version = FI_VERSION(1, 21);
-    fab_ = new fabric(&test_prov, nullptr, fa, nullptr);
-    fi_domain_attr da{};
-    da.threading = GetParam();
-    da.data_progress = FI_PROGRESS_MANUAL;
-    fi_info info{};
-    info.domain_attr = &da;
-    dom_ = new domain(*fab_, nullptr, info, nullptr);
+    env_.open(GetParam());
+    fab_ = env_.fab;
+    dom_ = env_.dom;
   }
   void TearDown() override {
     for (fid* f : open_) EXPECT_EQ(fi_close(f), 0);
-    EXPECT_EQ(fi_close(&dom_->fid), 0);
-    EXPECT_EQ(fi_close(&fab_->fid), 0);
+    env_.close();
   }
   fid_cq* open_cq(owner_cq& o, size_t size = 8) {
     fi_cq_attr a{};
@@ -126,6 +114,7 @@ class peer_test : public ::testing::TestWithParam<fi_threading> {
     return as_provider([&]<class L>() { return cq::from(c)->has_room<L>(); });
   }
 
+  test_env::domain_pair env_;
   fabric* fab_ = nullptr;
   domain* dom_ = nullptr;
   std::vector<fid*> open_;

@@ -17,6 +17,7 @@
 #include "util/cq.hpp"
 #include "util/domain.hpp"
 #include "util/fabric.hpp"
+#include "util_env.hpp"
 #include "util/srx.hpp"
 
 using namespace weft;
@@ -24,13 +25,7 @@ using namespace weft::util;
 
 namespace {
 
-fi_provider test_prov = [] {
-  fi_provider p{};
-  p.version = 1;
-  p.fi_version = FI_VERSION(1, 21);
-  p.name = "test";
-  return p;
-}();
+fi_provider& test_prov = *test_env::provider();
 
 template <class Lock>
 constexpr fi_threading threading_of =
@@ -141,15 +136,9 @@ template <class Lock>
 class srx_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    fi_fabric_attr fa{};
-    fa.api_version = FI_VERSION(1, 21);
-    fab_ = new fabric(&test_prov, nullptr, fa, nullptr);
-    fi_domain_attr da{};
-    da.threading = threading_of<Lock>;
-    da.data_progress = FI_PROGRESS_MANUAL;
-    fi_info info{};
-    info.domain_attr = &da;
-    dom_ = new domain(*fab_, nullptr, info, nullptr);
+    env_.open(threading_of<Lock>);
+    fab_ = env_.fab;
+    dom_ = env_.dom;
     fi_cq_attr ca{};
     ca.format = FI_CQ_FORMAT_TAGGED;
     ca.size = 16384;
@@ -160,8 +149,7 @@ class srx_test : public ::testing::Test {
     if (engine_) engine_->template shutdown<Lock>();
     engine_.reset();
     EXPECT_EQ(fi_close(&cq_fid_->fid), 0);
-    EXPECT_EQ(fi_close(&dom_->fid), 0);
-    EXPECT_EQ(fi_close(&fab_->fid), 0);
+    env_.close();
   }
   void make(srx_attr a) {
     if (engine_) engine_->template shutdown<Lock>();
@@ -198,6 +186,7 @@ class srx_test : public ::testing::Test {
   }
   srx_stats stats() { return engine_->template stats<Lock>(); }
 
+  test_env::domain_pair env_;
   fabric* fab_ = nullptr;
   domain* dom_ = nullptr;
   fid_cq* cq_fid_ = nullptr;
