@@ -48,6 +48,18 @@ bool claim_piece(split_line& l, uint64_t seq, uint64_t len, uint64_t& off, uint6
   }
 }
 
+// The line's plain fields, read and written relaxed: the claim word's
+// release/acquire orders them, and a sender may read len while the owner
+// already writes the next transfer's (a claim then fails; see proto.hpp).
+template <class T>
+T get(T& field) noexcept {
+  return std::atomic_ref<T>(field).load(std::memory_order_relaxed);
+}
+template <class T>
+void put(T& field, T v) noexcept {
+  std::atomic_ref<T>(field).store(v, std::memory_order_relaxed);
+}
+
 void add_done(split_line& l, uint64_t n) noexcept {
   std::atomic_ref<uint64_t>(l.done).fetch_add(n, std::memory_order_release);
 }
@@ -97,11 +109,13 @@ bool endpoint::split_pull(fi_peer_rx_entry* e, const cma_rec& r, uint64_t len) n
     return false;
   }
   split_line& l = region_.split(in.ring);
-  l.token = r.token;
-  l.len = len;
-  l.count = static_cast<uint32_t>(e->count);
-  for (size_t i = 0; i < e->count; ++i)
-    l.dst[i] = {reinterpret_cast<uint64_t>(e->iov[i].iov_base), e->iov[i].iov_len};
+  put(l.token, r.token);
+  put(l.len, len);
+  put(l.count, static_cast<uint32_t>(e->count));
+  for (size_t i = 0; i < e->count; ++i) {
+    put(l.dst[i].addr, reinterpret_cast<uint64_t>(e->iov[i].iov_base));
+    put(l.dst[i].len, uint64_t{e->iov[i].iov_len});
+  }
   std::atomic_ref<uint64_t>(l.done).store(0, std::memory_order_relaxed);
   std::atomic_ref<uint32_t>(l.error).store(0, std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(l.orphan).store(0, std::memory_order_relaxed);
@@ -131,10 +145,11 @@ void endpoint::poll_split(inbound& in) noexcept {
   std::atomic_ref<uint64_t> orphan(l.orphan);
   if (uint64_t o = orphan.load(std::memory_order_acquire)) {
     orphan.store(0, std::memory_order_relaxed);
-    uint64_t olen = std::min(l.orphan_len, x->len - std::min(x->len, o - 1));
+    const uint64_t given = get(l.orphan_len);
+    uint64_t olen = std::min(given, x->len - std::min(x->len, o - 1));
     int rc = cma_copy(x->pid, false, x->src_iov, x->src_count, e->iov, e->count, olen, o - 1);
     if (rc) set_error(l, fi_error_of(rc));
-    add_done(l, l.orphan_len);
+    add_done(l, given);
   }
   uint64_t done = std::atomic_ref<uint64_t>(l.done).load(std::memory_order_acquire);
   if (done < x->len) return;  // the sender is still copying its piece
@@ -183,25 +198,29 @@ void endpoint::help_split(conn& c) noexcept {
   uint64_t off, n;
   // l.len belongs to transfer `seq` while a claim of it can succeed (see
   // proto.hpp): read it once, and the rest after the first claim.
-  const uint64_t len = l.len;
+  const uint64_t len = get(l.len);
   while (claim_piece(l, seq, len, off, n)) {
-    tx_entry* t = tx_of(l.token);
+    // Claimed: the transfer is current and its fields are stable.
+    tx_entry* t = tx_of(get(l.token));
+    const uint32_t count = get(l.count);
     if (!t || t->c != &c || t->state != tx_entry::wait_ack || t->kind != tx_entry::send ||
-        l.count > proto::rts_max_iov || t->total < len) {
+        count > proto::rts_max_iov || t->total < len) {
       WEFT_WARN(&provider(), FI_LOG_EP_DATA,
                 "shm peer %s: split copy of a message we are not sending", c.reg.name().c_str());
       set_error(l, FI_EIO);
       add_done(l, n);
       return;
     }
-    int rc = cma_copy(pid, true, l.dst, l.count, t->iov, t->count, n, off);
+    proto::rts_iov dst[proto::rts_max_iov];
+    for (uint32_t i = 0; i < count; ++i) dst[i] = {get(l.dst[i].addr), get(l.dst[i].len)};
+    int rc = cma_copy(pid, true, dst, count, t->iov, t->count, n, off);
     if (rc == EPERM || rc == EACCES || rc == ENOSYS) {
       // The receiver may read us but we may not write it: it takes the piece back.
       WEFT_INFO(&provider(), FI_LOG_EP_DATA,
                 "process_vm_writev to pid %d refused (%s): the receiver copies alone",
                 static_cast<int>(pid), std::strerror(rc));
       c.split_refused = true;
-      l.orphan_len = n;
+      put(l.orphan_len, n);
       std::atomic_ref<uint64_t>(l.orphan).store(off + 1, std::memory_order_release);
       return;
     }
