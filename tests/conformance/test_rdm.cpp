@@ -8,6 +8,7 @@
 
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -514,6 +515,71 @@ TEST_P(rdm, sread_wakes_for_a_message_from_another_process) {
   EXPECT_EQ(exit_code(pid), 0);
   std::sort(ms.begin(), ms.end());
   EXPECT_LT(ms[rounds / 2], 20.0) << "median wake-up " << ms[rounds / 2] << " ms";
+}
+
+// Bursts of small messages from another process with pauses between them,
+// the receiver polling all along: whatever a provider does to poll a busy
+// sender cheaply (shm's hot rings), it must notice the sender again after a
+// pause. (Each pause is thousands of empty polls, far more than shm keeps a
+// quiet ring hot.)
+TEST_P(rdm, bursts_after_pauses_arrive) {
+  constexpr int bursts = 5, per_burst = 8;
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  fi_addr_t child;
+  pid_t pid = spawn(*this, a, av, GetParam(), &child, [&go](child_peer& c) -> int {
+    close(go[1]);
+    for (int b = 0; b < bursts; ++b) {
+      // Waits for the go, progressing all the while (a socket provider
+      // needs the sender's progress to connect and to push the bytes).
+      for (;;) {
+        pollfd p{go[0], POLLIN, 0};
+        if (poll(&p, 1, 0) == 1) break;
+        fi_cq_tagged_entry e;
+        fi_cq_read(c.cq, &e, 0);
+      }
+      char x;
+      if (read(go[0], &x, 1) != 1) return 40;
+      for (int k = 0; k < per_burst; ++k) {
+        int v = b * per_burst + k;
+        ssize_t rc;
+        while ((rc = fi_tinject(c.ep, &v, sizeof v, c.parent, static_cast<uint64_t>(v))) ==
+               -FI_EAGAIN) {
+          fi_cq_tagged_entry e;
+          fi_cq_read(c.cq, &e, 0);
+        }
+        if (rc) return 41;
+      }
+    }
+    // Until the last burst is taken (the parent closes its end).
+    for (;;) {
+      pollfd p{go[0], POLLIN, 0};
+      if (poll(&p, 1, 0) == 1) break;
+      fi_cq_tagged_entry e;
+      fi_cq_read(c.cq, &e, 0);
+    }
+    return 0;
+  });
+  close(go[0]);
+  ASSERT_GT(pid, 0);
+  for (int b = 0; b < bursts; ++b) {
+    // A long quiet spell first: the receiver polls and finds nothing.
+    fi_cq_tagged_entry e;
+    for (int i = 0; i < 20000; ++i) ASSERT_EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+    int got[per_burst];
+    fi_context rctx[per_burst];
+    for (int k = 0; k < per_burst; ++k)
+      ASSERT_EQ(fi_trecv(a, &got[k], sizeof got[k], nullptr, FI_ADDR_UNSPEC,
+                         static_cast<uint64_t>(b * per_burst + k), 0, &rctx[k]),
+                0);
+    ASSERT_EQ(write(go[1], "g", 1), 1);
+    for (int k = 0; k < per_burst; ++k) {
+      ASSERT_EQ(wait_for(&rctx[k]), 1) << "burst " << b << " message " << k;
+      EXPECT_EQ(got[k], b * per_burst + k);
+    }
+  }
+  close(go[1]);
+  EXPECT_EQ(exit_code(pid), 0);
 }
 
 // A receiver killed while a large send to it waits: the send completes in

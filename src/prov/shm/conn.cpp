@@ -102,6 +102,7 @@ void endpoint::watch(conn& c) noexcept {
   try {
     busy_conns_.push_back(&c);
     c.listed = true;
+    busy_ = true;
   } catch (...) {
     // Unlisted, it is only looked at by the next send or ack: no stall check.
   }
@@ -113,6 +114,7 @@ void endpoint::watch(inbound& in) noexcept {
   try {
     busy_in_.push_back(&in);
     in.listed = true;
+    busy_ = true;
   } catch (...) {
   }
 }
@@ -271,6 +273,7 @@ void endpoint::service(uint64_t now) noexcept {
     }
     ++i;
   }
+  busy_ = !busy_conns_.empty() || !busy_in_.empty();
 }
 
 #define WEFT_SHM_INSTANTIATE(L)                                              \

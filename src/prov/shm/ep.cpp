@@ -280,6 +280,7 @@ void endpoint::watch_sleepers() noexcept {
   if (want != wake_on_) {
     region_.want_wakes(want);
     wake_on_ = want;
+    if (want) cool_all();  // a sleeper cannot poll: every ring rings again
   }
   if (region_.take_wake()) wake_.drain();
 }

@@ -78,12 +78,46 @@ void endpoint::progress() noexcept {
     watch_sleepers();  // before the collect: see proto.hpp, "Waking the owner"
   }
   region_.collect_doorbells(pending_);
-  pending_.drain_each([&](uint32_t r) { return drain<Lock>(r); });
-  if (!busy_conns_.empty() || !busy_in_.empty()) service<Lock>(util::now_ns());
+  pending_.drain_each([&](uint32_t r) __attribute__((always_inline)) {
+    bool got = false;
+    const bool empty = drain<Lock>(r, got);
+    const bool hot = hot_count_ && (pending_.keep[r / 64] >> (r % 64) & 1);
+    if (got) {
+      if (hot) {
+        hot_idle_ = 0;
+        return false;
+      }
+      return !heat(r) && empty;
+    }
+    return empty && !hot;  // a hot ring stays while it may deliver again
+  });
+  // Hot rings that delivered nothing for a while go back to doorbells.
+  if (hot_count_ && ++hot_idle_ >= hot_idle_max) cool_all();
+  if (busy_) service<Lock>(util::now_ns());
   if (--sweep_countdown_ == 0) {
     sweep_countdown_ = sweep_every;
     sweep_senders<Lock>();
   }
+}
+
+bool endpoint::heat(uint32_t r) noexcept {
+  if (hot_count_ == hot_max || wake_on_) return false;
+  // Its bit is clear now (the collect took it); the next doorbell sets it,
+  // and then it stays set while the ring is hot.
+  hot_[hot_count_++] = r;
+  pending_.keep[r / 64] |= uint64_t{1} << (r % 64);
+  hot_idle_ = 0;
+  return true;
+}
+
+void endpoint::cool_all() noexcept {
+  // Each ring stays in `pending`: the next collect takes its shared bit
+  // (no longer kept), the drain after it may let it go (proto.hpp).
+  for (uint32_t h = 0; h < hot_count_; ++h) {
+    const uint32_t r = hot_[h];
+    pending_.keep[r / 64] &= ~(uint64_t{1} << (r % 64));
+  }
+  hot_count_ = 0;
 }
 
 template <class Lock>
@@ -115,8 +149,9 @@ void endpoint::sweep_senders() noexcept {
 }
 
 // Reads ring r; true when it was found empty (it may leave the pending set).
+// `got`: it held a message this time.
 template <class Lock>
-bool endpoint::drain(uint32_t r) noexcept {
+bool endpoint::drain(uint32_t r, bool& got) noexcept {
   if (r >= in_.size()) return true;
   inbound* in = in_[r].get();
   uint32_t state = region_.claim_state(r);
@@ -142,6 +177,7 @@ bool endpoint::drain(uint32_t r) noexcept {
         close_inbound<Lock>(r, true);
       else if (region_.claim_state(r) == proto::claim_closed && in->cons.empty())
         close_inbound<Lock>(r);
+      got = budget != drain_budget;
       return true;
     }
     if (e != errc::ok) {
@@ -162,6 +198,7 @@ bool endpoint::drain(uint32_t r) noexcept {
     }
     if (!handle<Lock>(*in, v)) return false;
   }
+  got = true;
   return false;
 }
 

@@ -401,6 +401,13 @@ static_assert(compute_geometry(4096, 4096).region_bytes < (uint64_t{1} << 40));
 // Single copy (process_vm_readv/writev allowed, see peer.hpp cma_available):
 //   S sends op = cma_rts with its pid and iovecs; R reads them directly and
 //   answers with a ring message in S's region; the bounce path is not used.
+// Hot rings (version 4): the owner may keep up to a few rings that just
+// delivered in its pending set and poll them directly, leaving their shared
+// doorbell bits set (its collect takes only the other bits, fetch_and), so a
+// busy sender finds its bit set and rings with a load. A ring stops being
+// hot while it stays in the pending set: the next collect takes its bit
+// like any other, and only a drain after that may let it go, as for every
+// ring. An owner that may sleep (wake_wanted) keeps no hot ring.
 // Waking the owner (version 4): a sleeping owner is woken through its FIFO
 // (wake.hpp), Dekker-style as for the doorbells:
 //   owner, before it may sleep: wake_wanted = 1 (seq_cst), then collects

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "core/errc.hpp"
+#include "core/hot.hpp"
 #include "prov/shm/peer.hpp"
 #include "prov/shm/proto.hpp"
 #include "prov/shm/ring.hpp"
@@ -72,6 +73,10 @@ struct doorbell_set {
   static_assert(proto::max_rings / 64 <= 64);
   std::array<uint64_t, proto::max_rings / 64> bits{};
   uint64_t words = 0;
+  // Hot rings: the owner polls them directly and leaves their shared bits
+  // set, so that their senders' doorbells cost a load, not a locked write
+  // (collect_doorbells takes every other bit). Always also in `bits`.
+  std::array<uint64_t, proto::max_rings / 64> keep{};
 
   bool test(uint32_t ring) const noexcept { return bits[ring / 64] >> (ring % 64) & 1; }
   void set(uint32_t ring) noexcept {
@@ -91,7 +96,7 @@ struct doorbell_set {
   // Calls f(ring) for each ring in the set, lowest first, and clears the
   // ring when f returns true (at once: f may set rings, that one included).
   template <class F>
-  void drain_each(F&& f) {
+  WEFT_ALWAYS_INLINE void drain_each(F&& f) {
     for (uint64_t m = words; m; m &= m - 1) {
       const uint32_t w = static_cast<uint32_t>(std::countr_zero(m));
       for (uint64_t x = bits[w]; x; x &= x - 1) {
@@ -191,8 +196,10 @@ class region {
     for (; mask; mask &= mask - 1) {
       uint32_t w = static_cast<uint32_t>(std::countr_zero(mask));
       std::atomic_ref<uint64_t> bits(doorbell(w).bits);
-      if (bits.load(std::memory_order_relaxed) == 0) continue;
-      uint64_t x = bits.exchange(0, std::memory_order_seq_cst);
+      const uint64_t keep = pending.keep[w];
+      if ((bits.load(std::memory_order_relaxed) & ~keep) == 0) continue;
+      uint64_t x = keep ? bits.fetch_and(keep, std::memory_order_seq_cst)
+                        : bits.exchange(0, std::memory_order_seq_cst);
       pending.merge(w, x);
       got |= x;
     }

@@ -34,6 +34,7 @@
 
 #include <sys/uio.h>
 
+#include <array>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -470,7 +471,11 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   void close_inbound(uint32_t ring, bool force = false) noexcept;
   template <class Lock>
-  WEFT_ALWAYS_INLINE bool drain(uint32_t ring) noexcept;
+  WEFT_ALWAYS_INLINE bool drain(uint32_t ring, bool& got) noexcept;
+  // Hot rings (proto.hpp): `ring` just delivered; true if it is hot now.
+  bool heat(uint32_t ring) noexcept;
+  // Every hot ring goes back to doorbells (still pending until drained).
+  void cool_all() noexcept;
   template <class Lock>
   bool handle(inbound& in, const msg_view& v) noexcept;
   template <class Lock>
@@ -548,6 +553,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   };
   std::unordered_map<addr_entry, conn*, id_hash> conn_index_;  // peers by identity
   std::vector<conn*> by_addr_;                        // cache: fi_addr -> conn
+  bool busy_ = false;  // a busy list may be non-empty: service() has work
   std::vector<conn*> busy_conns_;
   std::vector<inbound*> busy_in_;
   cma_cache cma_;
@@ -576,6 +582,12 @@ class endpoint : public util::endpoint_object<endpoint> {
   wake_fifo wake_;
   util::unique_fd waitset_;
   bool wake_on_ = false;  // wake_wanted as last stored in our region
+  // Hot rings (proto.hpp): polled without doorbells while they deliver.
+  static constexpr uint32_t hot_max = 4;
+  static constexpr uint32_t hot_idle_max = 512;  // progress calls without a message
+  std::array<uint32_t, hot_max> hot_{};
+  uint32_t hot_count_ = 0;
+  uint32_t hot_idle_ = 0;
   uint32_t sweep_countdown_ = sweep_every;
   uint64_t last_sweep_ns_ = 0;
 };
