@@ -106,6 +106,42 @@ void tune_stream(int fd) noexcept {
   ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
 }
 
+namespace {
+
+// Whether a connection from `self` to `peer` stays inside this host.
+bool same_host(const sockaddr_storage& self, const sockaddr_storage& peer) noexcept {
+  if (self.ss_family != peer.ss_family) return false;
+  if (peer.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(self).sin_addr;
+    const auto& b = reinterpret_cast<const sockaddr_in&>(peer).sin_addr;
+    return a.s_addr == b.s_addr || (ntohl(b.s_addr) >> 24) == 127;
+  }
+  if (peer.ss_family == AF_INET6) {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(self).sin6_addr;
+    const auto& b = reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr;
+    bool mapped_loopback = IN6_IS_ADDR_V4MAPPED(&b) && b.s6_addr[12] == 127;
+    return IN6_IS_ADDR_LOOPBACK(&b) || mapped_loopback || std::memcmp(&a, &b, sizeof a) == 0;
+  }
+  return false;
+}
+
+}  // namespace
+
+void tune_local(int fd) noexcept {
+  const std::string& cc = cfg().local_cc;
+  if (cc.empty()) return;
+  sockaddr_storage self{}, peer{};
+  socklen_t a = sizeof self, b = sizeof peer;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &a) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &b) != 0 || !same_host(self, peer))
+    return;
+  auto len = static_cast<socklen_t>(cc.size());
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc.data(), len) != 0)
+    WEFT_INFO(&provider(), FI_LOG_EP_CTRL,
+              "cannot use congestion control \"%s\" (FI_TCP_LOCAL_CC) within the host: %s",
+              cc.c_str(), std::strerror(errno));
+}
+
 errc listen_socket(const sockaddr* addr, int backlog, util::unique_fd& out) noexcept {
   util::unique_fd s = stream_socket(addr->sa_family);
   if (!s.valid()) return errc_of_errno(errno);
@@ -228,8 +264,9 @@ conn::io conn::flush(bool data, tx_entry** done, int* err) noexcept {
   ctrl_off_ = ctrl_len_ = 0;
   if (!data) return io::ok;
   while (tx_head_) {
-    // Gather the head of the queue into one system call.
-    iovec v[64];
+    // Gather the head of the queue into one system call (a batch of
+    // cork_max_frames small sends is two iovecs each).
+    iovec v[128];
     size_t k = 0, want = 0;
     for (tx_entry* t = tx_head_; t && k < std::size(v); t = t->next)
       for (unsigned i = t->first; i < t->count && k < std::size(v); ++i)

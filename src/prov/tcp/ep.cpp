@@ -134,6 +134,7 @@ endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
   face_ = srx_->add_peer(peer_table(locked_), this);
   stalled_.reserve(16);
   stalled_work_.reserve(16);
+  corked_.reserve(cork_conns);
   hook_ = locked_ ? util::progress_hook{&progress_thunk<util::mutex_lock>, this}
                   : util::progress_hook{&progress_thunk<util::null_lock>, this};
   if (epoll_.valid() && timer_.valid()) {
@@ -236,6 +237,7 @@ void endpoint::sweep() noexcept {
       else conns_ = c->next;
       if (c->next) c->next->prev = c->prev;
       if (c->stalled) std::erase(stalled_, c);
+      if (c->corked) std::erase(corked_, c);
       delete c;
     }
     c = next;
@@ -284,6 +286,12 @@ int endpoint::close() {
   // No progress runs once the hooks are gone (and the domain's thread has
   // let go of this endpoint: remove waits for a run under way).
   if (enabled_ && domain_->progress() == FI_PROGRESS_AUTO) domain_->auto_progress().remove(this);
+  // Sends still gathered leave as they would have without batching (their
+  // completions go to the CQ, still bound).
+  with_lock([&]<class Lock>() {
+    [[maybe_unused]] auto g = guard<Lock>();
+    uncork_all<Lock>();
+  });
   bound_.unbind(this, epoll_.get());
   with_lock([&]<class Lock>() { teardown<Lock>(); });
   delete this;
@@ -338,6 +346,7 @@ int endpoint::enable() {
                                               : atomic_table<Lock, false>());
   });
   enabled_ = true;
+  cork_ok_ = domain_->progress() != FI_PROGRESS_AUTO;
   if (domain_->progress() == FI_PROGRESS_AUTO) {
     // The domain's thread sleeps on our epoll set and progresses us when a
     // socket or deadline is ready; the application's reads still may. (Added
@@ -381,6 +390,9 @@ ssize_t endpoint::cancel(void* context) {
     // finished, or the stream would be torn) is cancelled; one on the wire
     // or awaiting its answer runs to completion.
     [[maybe_unused]] auto g = guard<Lock>();
+    // A gathered send is as good as written: batching must not make one
+    // cancellable that would have left at once without it.
+    uncork_all<Lock>();
     for (conn* c = conns_; c; c = c->next) {
       if (tx_entry* t = c->cancel(context)) {
         fail_tx<Lock>(t, FI_ECANCELED);

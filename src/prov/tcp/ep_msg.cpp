@@ -192,6 +192,7 @@ int endpoint::shutdown(uint64_t flags) {
     [[maybe_unused]] auto g = guard<Lock>();
     conn* c = msg_conn_;
     if (!c || shutdown_) return c ? 0 : to_fi(errc::notconn);
+    uncork_all<Lock>();  // sends gathered before the shutdown go first
     if (c->state != conn_state::connected) {
       // Still connecting, or never accepted: abandon it.
       shutdown_ = true;

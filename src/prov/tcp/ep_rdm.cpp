@@ -161,6 +161,7 @@ void endpoint::accept_incoming() noexcept {
     }
     util::unique_fd s{fd};
     tune_stream(fd);
+    tune_local(fd);
     std::unique_ptr<conn> c;
     try {
       c = std::make_unique<conn>(std::move(s), false, limits_);

@@ -70,8 +70,15 @@ fi_provider* weft_tcp_provider() noexcept {
     fi_param_define(p, "unexp_limit", FI_PARAM_SIZE_T,
                     "Bytes of unexpected messages an endpoint buffers before it stops reading "
                     "from its peers until receives are posted (default: 268435456)");
+    fi_param_define(p, "local_cc", FI_PARAM_STRING,
+                    "TCP congestion control of connections within this host (loopback, or one "
+                    "of its own addresses), where there is no congestion to control and a "
+                    "pacing algorithm such as bbr slows bulk transfers down; empty: the "
+                    "system's default (default: reno)");
     char* value = nullptr;
     if (fi_param_get_str(p, "iface", &value) == 0 && value) the_config.iface = value;
+    value = nullptr;
+    if (fi_param_get_str(p, "local_cc", &value) == 0 && value) the_config.local_cc = value;
     int ms = 0;
     if (fi_param_get_int(p, "conn_timeout", &ms) == 0 && ms > 0) the_config.conn_timeout_ms = ms;
     int keepalive = 0;

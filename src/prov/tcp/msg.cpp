@@ -243,11 +243,33 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
   t->count = static_cast<uint8_t>(1 + count);
   t->first = 0;
   t->left = hl + len;
-  bool now = c->state == conn_state::connected && c->tx_idle();
+  const bool idle = c->state == conn_state::connected && c->tx_idle();
+  const auto frame_len = static_cast<uint32_t>(hl + len);
   c->push(t);
+  bool now = false;
+  if (idle) {
+    // A send since the last progress call already went out on its own: this
+    // one and those that follow wait for the next progress call (or the
+    // caps) and leave together. Otherwise it leaves in this call, straight
+    // from the application's buffers.
+    if (cork_ok_ && c->sent_epoch == epoch_ && len <= cork_max_len && cork(*c)) {
+      c->cork_frames = 1;
+      c->cork_bytes = frame_len;
+    } else {
+      c->sent_epoch = epoch_;
+      now = true;
+    }
+  } else if (c->cork_frames) {
+    // Behind gathered frames: a large one takes them all out now, and so
+    // does reaching a cap (bounded batches, bounded iovec gathering).
+    ++c->cork_frames;
+    c->cork_bytes += frame_len;
+    now = len > cork_max_len || c->cork_frames >= cork_max_frames ||
+          c->cork_bytes >= cork_max_bytes;
+  }
   if (now) {
-    // The common case: the frame leaves in this call, straight from the
-    // application's buffers.
+    c->cork_frames = 0;
+    c->cork_bytes = 0;
     flush<Lock>(*c);
     if (c->state == conn_state::closed || c->tx_empty()) return 0;
   }
@@ -318,6 +340,28 @@ void endpoint::flush(conn& c) noexcept {
     }
   }
   want_out(c, st == conn::io::blocked || c.state == conn_state::connecting);
+}
+
+bool endpoint::cork(conn& c) noexcept {
+  if (c.corked) return true;
+  if (corked_.size() == corked_.capacity()) return false;  // no allocation here
+  corked_.push_back(&c);
+  c.corked = true;
+  return true;
+}
+
+template <class Lock>
+void endpoint::uncork_all() noexcept {
+  // A failing write closes its connection (retire) but frees nothing before
+  // the sweep, so every pointer in the list stays valid through the loop.
+  for (conn* c : corked_) {
+    c->corked = false;
+    if (!c->cork_frames) continue;
+    c->cork_frames = 0;
+    c->cork_bytes = 0;
+    if (c->state == conn_state::connected && c->fd() >= 0) flush<Lock>(*c);
+  }
+  corked_.clear();
 }
 
 // ---- completions ----
@@ -490,6 +534,7 @@ void endpoint::complete_deferred() noexcept {
   template const fi_ops_tagged* endpoint::tagged_table<L, true>() noexcept;                    \
   template const fi_ops_tagged* endpoint::tagged_table<L, false>() noexcept;                   \
   template void endpoint::flush<L>(conn&) noexcept;                                            \
+  template void endpoint::uncork_all<L>() noexcept;                                            \
   template void endpoint::complete_deferred<L>() noexcept;                                     \
   template bool endpoint::finish_rx<L>(fi_peer_rx_entry*) noexcept;                            \
   template void endpoint::fail_rx<L>(fi_peer_rx_entry*, int) noexcept;                         \

@@ -304,6 +304,7 @@ void pep::accept_all() noexcept {
     }
     util::unique_fd s{fd};
     tune_stream(fd);
+    tune_local(fd);
     try {
       auto r = std::make_unique<connreq>();
       r->fid.fclass = FI_CLASS_CONNREQ;

@@ -35,10 +35,15 @@ template <class Lock>
 bool endpoint::run_progress() noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
   if (!enabled_) return true;
+  ++epoch_;
+  if (!corked_.empty()) uncork_all<Lock>();
   complete_deferred<Lock>();
   // One peer, nothing queued to it: read its socket directly, and ask epoll
   // (new connections, deadlines, errors) only every epoll_every calls. A
   // polled message then costs one recv instead of epoll_wait and recv.
+  // (Asking epoll first once the socket was found empty, to spare the
+  // socket lock a recv takes, measured 0.5 us slower per 8-byte ping-pong
+  // and no faster in a stream.)
   if (conn* c = conns_; c && !c->next && c->state == conn_state::connected && c->tx_idle() &&
                         !c->stalled && c->fd() >= 0 && stalled_.empty() && !sweep_needed_) {
     if (++direct_polls_ < epoll_every) {
@@ -236,6 +241,7 @@ void endpoint::on_writable(conn& c) noexcept {
       setup_failed<Lock>(c, err);
       return;
     }
+    tune_local(c.fd());
     c.state = conn_state::handshake;
   }
   flush<Lock>(c);

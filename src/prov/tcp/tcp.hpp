@@ -51,6 +51,9 @@ struct config {
   int conn_timeout_ms = 10000;  // FI_TCP_CONN_TIMEOUT: connect + handshake deadline
   size_t unexp_limit = size_t{256} << 20;  // FI_TCP_UNEXP_LIMIT: bytes buffered per endpoint
   int keepalive_s = 10;  // FI_TCP_KEEPALIVE: a silent peer is given up after about 2.5x this
+  // FI_TCP_LOCAL_CC: congestion control of connections within the host
+  // (tune_local); empty: the system's default.
+  std::string local_cc = "reno";
 };
 const config& cfg() noexcept;
 fi_provider& provider() noexcept;
@@ -105,6 +108,13 @@ util::unique_fd stream_socket(int family) noexcept;
 // (TCP_USER_TIMEOUT) from FI_TCP_KEEPALIVE, so a peer whose host vanished
 // without a word fails its connection instead of holding it forever.
 void tune_stream(int fd) noexcept;
+// A connection whose two ends are on this host (loopback, or one of the
+// host's own addresses) uses FI_TCP_LOCAL_CC: there is no congestion to
+// control there, and a pacing algorithm (bbr, a common system default)
+// spaces out a bulk transfer on a path that would take it at once (a 1 MiB
+// ping-pong over loopback takes about 3x as long under bbr as under reno).
+// Called once the connection is established (before, there is no peer).
+void tune_local(int fd) noexcept;
 // A listening socket bound to `addr` (port 0: any); errc of the failure.
 errc listen_socket(const sockaddr* addr, int backlog, util::unique_fd& out) noexcept;
 errc errc_of_errno(int e) noexcept;
@@ -224,6 +234,13 @@ class conn {
   bool standby = false;        // RDM: the peer reconnected while ours to it is established;
                                // mapped once the peer sends here (ep_rdm.cpp, on_hello)
   bool stalled = false;        // staged bytes wait for the CQ to drain
+  // Sends gathered for the next progress call (msg.cpp, endpoint::send):
+  // `corked` while in the endpoint's corked_ list; cork_frames / cork_bytes
+  // count the queued frames no write was tried for yet.
+  bool corked = false;
+  uint16_t cork_frames = 0;
+  uint32_t cork_bytes = 0;
+  uint32_t sent_epoch = 0;     // the endpoint's progress epoch of its last send written at once
   bool event_pending = false;  // MSG passive: FI_CONNECTED once cm_resp is out
   uint64_t deadline_ns = 0;    // connecting / handshake / waiting: give up then
   int connect_errno = 0;       // connect(2) failed at once: reported by progress
@@ -461,6 +478,13 @@ class endpoint : public util::endpoint_object<endpoint> {
   // ---- transmit and completions (msg.cpp), receive (recv.cpp) ----
   template <class Lock>
   void flush(conn& c) noexcept;
+  // A send queued on an idle connection waits for the next progress call,
+  // with the sends that follow it, so a burst leaves in one sendmsg; false
+  // when it may not (the list of corked connections is full).
+  bool cork(conn& c) noexcept;
+  // Writes what every corked connection gathered.
+  template <class Lock>
+  void uncork_all() noexcept;
   template <class Lock>
   bool complete_tx(tx_entry* t) noexcept;
   template <class Lock>
@@ -596,6 +620,18 @@ class endpoint : public util::endpoint_object<endpoint> {
   tx_entry* tx_deferred_tail_ = nullptr;
   conn* conns_ = nullptr;  // every connection, linked through next/prev
   std::vector<conn*> stalled_, stalled_work_;
+  // Send batching (manual progress only: under automatic progress nothing
+  // would come back for a corked send). The first send after a progress
+  // call is written at once, so a ping-pong waits for nothing; the sends
+  // that follow it before the next progress call are gathered and written
+  // together by that call, or at once when they reach the caps below.
+  bool cork_ok_ = false;
+  uint32_t epoch_ = 1;         // progress calls, wrapping
+  std::vector<conn*> corked_;  // capacity reserved at open: never grows on the data path
+  static constexpr size_t cork_conns = 64;
+  static constexpr size_t cork_max_len = 4096;  // a larger send takes the gathered ones out
+  static constexpr uint16_t cork_max_frames = 64;
+  static constexpr uint32_t cork_max_bytes = 64 * 1024;
   bool sweep_needed_ = false;
   // Progress calls since the last epoll_wait while one peer is read directly.
   static constexpr uint32_t epoll_every = 16;

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
 // weft — unit tests of tcp connections: the transmit queue written through
 // a socket that takes a little at a time (partial writes resume where they
-// stopped, frames stay whole and in order, the control frame goes first),
-// the transmit pool running dry (-FI_EAGAIN, no growth), and two endpoints
-// connecting to each other at once collapsing to one connection.
+// stopped, frames stay whole and in order, the control frame goes first,
+// a long queue of small frames is gathered past the iovec limit), the
+// transmit pool running dry (-FI_EAGAIN, no growth), two endpoints
+// connecting to each other at once collapsing to one connection, and
+// connections within the host using FI_TCP_LOCAL_CC.
 #include "prov/tcp/tcp.hpp"
 #include "tcp_fixture.hpp"
 
 #include <dirent.h>
+#include <netinet/tcp.h>
 #include <sys/stat.h>
 
 #include <numeric>
@@ -98,6 +101,56 @@ TEST(tcp_conn, partial_writes_resume_and_keep_frames_whole) {
   }
   ASSERT_EQ(done.size(), entries.size());
   for (size_t i = 0; i < done.size(); ++i) EXPECT_EQ(done[i], &entries[i]) << "in order";
+}
+
+TEST(tcp_conn, a_long_queue_of_small_frames_is_gathered_and_resumed_mid_frame) {
+  // More frames than one sendmsg gathers (iovecs), through a socket that
+  // takes a little at a time and a reader that reads odd amounts: writes
+  // stop inside headers and payloads, and every frame still arrives whole
+  // and in order.
+  pipe_pair p;
+  conn c(weft::util::unique_fd{p.w}, true, frame_limits{});
+  c.state = conn_state::connected;
+  constexpr size_t n = 500;
+  std::vector<std::vector<char>> payloads;
+  std::vector<tx_entry> entries(n);
+  for (size_t i = 0; i < n; ++i) {
+    payloads.emplace_back(2 + (i * 29) % 97);
+    std::iota(payloads[i].begin(), payloads[i].end(), static_cast<char>(i));
+    fill_entry(entries[i], payloads[i], i);
+    c.push(&entries[i]);
+  }
+  frame_reader reader;
+  std::vector<frame> frames;
+  std::vector<std::vector<char>> got;
+  std::vector<tx_entry*> done;
+  char buf[37];
+  int rounds = 0;
+  while ((!c.tx_idle() || frames.size() < n || !reader.at_boundary()) && rounds++ < 1000000) {
+    tx_entry* fin = nullptr;
+    int err = 0;
+    conn::io st = c.flush(true, &fin, &err);
+    ASSERT_NE(st, conn::io::error) << strerror(err);
+    for (; fin; fin = fin->next) done.push_back(fin);
+    ssize_t r = ::recv(p.r, buf, sizeof buf, MSG_DONTWAIT);
+    for (size_t off = 0; r > 0 && off < static_cast<size_t>(r);) {
+      auto res = reader.feed(buf + off, r - off);
+      off += res.used;
+      if (res.st == frame_reader::status::header) {
+        frames.push_back(reader.current());
+        got.emplace_back(reader.current().payload_len);
+        if (reader.payload_left()) reader.set_target(got.back().data(), got.back().size());
+      }
+      ASSERT_NE(res.st, frame_reader::status::error) << to_string(reader.error());
+    }
+  }
+  ASSERT_EQ(frames.size(), n);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(frames[i].tag, i);
+    EXPECT_EQ(got[i], payloads[i]) << "frame " << i;
+  }
+  ASSERT_EQ(done.size(), n);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(done[i], &entries[i]) << "in order";
 }
 
 TEST(tcp_conn, boundary_is_known_while_a_frame_is_half_written) {
@@ -203,6 +256,51 @@ int open_sockets() {
 }
 
 class tcp_rdm : public rdm_fixture {};
+
+// The congestion control of every connected IPv4 TCP socket this process
+// holds whose local or remote port is `port`.
+std::vector<std::string> congestion_controls(uint16_t port) {
+  std::vector<std::string> out;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    int fd = std::atoi(e->d_name);
+    sockaddr_in self{}, peer{};
+    socklen_t a = sizeof self, b = sizeof peer;
+    char cc[32] = {};
+    socklen_t cc_len = sizeof cc;
+    if (fd > 2 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &a) == 0 &&
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &b) == 0 &&
+        peer.sin_family == AF_INET &&
+        (self.sin_port == htons(port) || peer.sin_port == htons(port)) &&
+        ::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cc_len) == 0)
+      out.emplace_back(cc);
+  }
+  closedir(d);
+  return out;
+}
+
+TEST_F(tcp_rdm, connections_within_the_host_use_the_local_congestion_control) {
+  // FI_TCP_LOCAL_CC (reno unless set): on this machine's loopback both ends
+  // of the connection, the connecting one and the accepted one. (Meaningful
+  // where the system's default is another algorithm, bbr on the development
+  // VM: then a connection left at the default fails here.)
+  ASSERT_FALSE(cfg().local_cc.empty());
+  fi_addr_t a, b;
+  fid_ep* ea = open_ep(&a);
+  sockaddr_in nb{};
+  fid_ep* eb = open_ep(&b, &nb);
+  char in[8] = {};
+  fi_context r, s;
+  ASSERT_EQ(fi_recv(eb, in, sizeof in, nullptr, FI_ADDR_UNSPEC, &r), 0);
+  ASSERT_EQ(fi_send(ea, "hi", 3, nullptr, b, &s), 0);
+  ASSERT_EQ(wait_for(&r), 1);
+  ASSERT_EQ(wait_for(&s), 1);
+  // The connection from ea to eb's listening port, both of its ends.
+  std::vector<std::string> ccs = congestion_controls(ntohs(nb.sin_port));
+  ASSERT_EQ(ccs.size(), 2u);
+  for (const std::string& cc : ccs) EXPECT_EQ(cc, cfg().local_cc);
+}
 
 TEST_F(tcp_rdm, simultaneous_connects_collapse_to_one_connection) {
   fi_addr_t a, b;
