@@ -52,7 +52,11 @@ def loaded_library(binary, libdir):
     out = subprocess.run(["ldd", binary], env=env, capture_output=True, text=True).stdout
     for line in out.splitlines():
         if "libfabric.so.1" in line:
-            return line.split("=>")[-1].split("(")[0].strip()
+            path = line.split("=>")[-1].split("(")[0].strip()
+            # The file itself: on a merged /usr, /lib/... and /usr/lib/... are
+            # one library, and a directory without weft in it falls through
+            # to the system's (the same-library check must see that).
+            return os.path.realpath(path) if os.path.exists(path) else path
     return "?"
 
 
