@@ -383,41 +383,41 @@ bool deny_cross_memory_attach(bool reads_allowed = false) {
          prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0;
 }
 
-// A peer the kernel refuses cross-memory access: messages still flow both
-// ways, whatever the provider does to move them.
-TEST_P(rdm, peer_without_process_vm_readv) {
+// Echo with a child the kernel refuses cross-memory access: process_vm_writev
+// always, process_vm_readv too unless `reads_allowed`.
+void echo_with_restricted_child(provider_test& t, fid_ep* a, fid_av* av, const config& cfg,
+                                bool reads_allowed,
+                                const std::function<ssize_t(void*, fi_cq_err_entry*)>& wait) {
   fi_addr_t child;
-  pid_t pid = spawn(*this, a, av, GetParam(), &child, [](child_peer& c) -> int {
-    if (!deny_cross_memory_attach()) return 77;
-    char probe;
+  pid_t pid = spawn(t, a, av, cfg, &child, [reads_allowed](child_peer& c) -> int {
+    if (!deny_cross_memory_attach(reads_allowed)) return 77;
+    char probe = 0;
     iovec l{&probe, 1}, r{&probe, 1};
-    if (process_vm_readv(getppid(), &l, 1, &r, 1, 0) != -1 || errno != EPERM) return 50;
+    if (process_vm_writev(getppid(), &l, 1, &r, 1, 0) != -1 || errno != EPERM) return 50;
+    if (!reads_allowed && (process_vm_readv(getppid(), &l, 1, &r, 1, 0) != -1 || errno != EPERM))
+      return 51;
     return echo(c);
   });
   ASSERT_GT(pid, 0);
-  echo_with(*this, a, child, [&](void* ctx, fi_cq_err_entry* err) { return wait_for(ctx, err); });
+  echo_with(t, a, child, wait);
   int rc = exit_code(pid);
   if (rc == 77) GTEST_SKIP() << "seccomp filters are not available here";
   EXPECT_EQ(rc, 0);
+}
+
+// A peer the kernel refuses cross-memory access: messages still flow both
+// ways, whatever the provider does to move them.
+TEST_P(rdm, peer_without_process_vm_readv) {
+  echo_with_restricted_child(*this, a, av, GetParam(), false,
+                             [&](void* ctx, fi_cq_err_entry* err) { return wait_for(ctx, err); });
 }
 
 // A peer that may read our memory but not write it (the kernel can allow
 // one and refuse the other): a provider that moves large messages with both
 // (shm's split copy) must still deliver every byte, both ways.
 TEST_P(rdm, peer_that_may_read_but_not_write) {
-  fi_addr_t child;
-  pid_t pid = spawn(*this, a, av, GetParam(), &child, [](child_peer& c) -> int {
-    if (!deny_cross_memory_attach(true)) return 77;
-    char probe = 0;
-    iovec l{&probe, 1}, r{&probe, 1};
-    if (process_vm_writev(getppid(), &l, 1, &r, 1, 0) != -1 || errno != EPERM) return 50;
-    return echo(c);
-  });
-  ASSERT_GT(pid, 0);
-  echo_with(*this, a, child, [&](void* ctx, fi_cq_err_entry* err) { return wait_for(ctx, err); });
-  int rc = exit_code(pid);
-  if (rc == 77) GTEST_SKIP() << "seccomp filters are not available here";
-  EXPECT_EQ(rc, 0);
+  echo_with_restricted_child(*this, a, av, GetParam(), true,
+                             [&](void* ctx, fi_cq_err_entry* err) { return wait_for(ctx, err); });
 }
 
 // Large messages from a sender that does not call into the library while

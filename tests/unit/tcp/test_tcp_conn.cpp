@@ -49,6 +49,35 @@ void fill_entry(tx_entry& t, std::vector<char>& payload, uint64_t tag) {
   t.left = hl + payload.size();
 }
 
+// Writes c's queue into the socket and reads it back from `rfd`, `piece`
+// bytes at a time, until `want` frames are whole and c is idle (or
+// `max_rounds` pass): the frames, their payloads and the finished entries.
+void pump(conn& c, int rfd, size_t piece, size_t want, int max_rounds, frame_reader& reader,
+          std::vector<frame>& frames, std::vector<std::vector<char>>& got,
+          std::vector<tx_entry*>& done) {
+  std::vector<char> buf(piece);
+  int rounds = 0;
+  while ((!c.tx_idle() || frames.size() < want || !reader.at_boundary()) &&
+         rounds++ < max_rounds) {
+    tx_entry* fin = nullptr;
+    int err = 0;
+    conn::io st = c.flush(true, &fin, &err);
+    ASSERT_NE(st, conn::io::error) << strerror(err);
+    for (; fin; fin = fin->next) done.push_back(fin);
+    ssize_t r = ::recv(rfd, buf.data(), buf.size(), MSG_DONTWAIT);
+    for (size_t off = 0; r > 0 && off < static_cast<size_t>(r);) {
+      auto res = reader.feed(buf.data() + off, r - off);
+      off += res.used;
+      if (res.st == frame_reader::status::header) {
+        frames.push_back(reader.current());
+        got.emplace_back(reader.current().payload_len);
+        if (reader.payload_left()) reader.set_target(got.back().data(), got.back().size());
+      }
+      ASSERT_NE(res.st, frame_reader::status::error) << to_string(reader.error());
+    }
+  }
+}
+
 TEST(tcp_conn, partial_writes_resume_and_keep_frames_whole) {
   pipe_pair p;
   conn c(weft::util::unique_fd{p.w}, true, frame_limits{});
@@ -73,26 +102,7 @@ TEST(tcp_conn, partial_writes_resume_and_keep_frames_whole) {
   std::vector<frame> frames;
   std::vector<std::vector<char>> got;
   std::vector<tx_entry*> done;
-  char buf[3000];
-  int rounds = 0;
-  while ((!c.tx_idle() || frames.size() < 5 || !reader.at_boundary()) && rounds++ < 100000) {
-    tx_entry* fin = nullptr;
-    int err = 0;
-    conn::io st = c.flush(true, &fin, &err);
-    ASSERT_NE(st, conn::io::error) << strerror(err);
-    for (; fin; fin = fin->next) done.push_back(fin);
-    ssize_t n = ::recv(p.r, buf, sizeof buf, MSG_DONTWAIT);
-    for (size_t off = 0; n > 0 && off < static_cast<size_t>(n);) {
-      auto res = reader.feed(buf + off, n - off);
-      off += res.used;
-      if (res.st == frame_reader::status::header) {
-        frames.push_back(reader.current());
-        got.emplace_back(reader.current().payload_len);
-        if (reader.payload_left()) reader.set_target(got.back().data(), got.back().size());
-      }
-      ASSERT_NE(res.st, frame_reader::status::error) << to_string(reader.error());
-    }
-  }
+  pump(c, p.r, 3000, 5, 100000, reader, frames, got, done);
   ASSERT_EQ(frames.size(), 5u);
   EXPECT_EQ(frames[0].op, proto::op::hello);  // the control frame went first
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -124,26 +134,7 @@ TEST(tcp_conn, a_long_queue_of_small_frames_is_gathered_and_resumed_mid_frame) {
   std::vector<frame> frames;
   std::vector<std::vector<char>> got;
   std::vector<tx_entry*> done;
-  char buf[37];
-  int rounds = 0;
-  while ((!c.tx_idle() || frames.size() < n || !reader.at_boundary()) && rounds++ < 1000000) {
-    tx_entry* fin = nullptr;
-    int err = 0;
-    conn::io st = c.flush(true, &fin, &err);
-    ASSERT_NE(st, conn::io::error) << strerror(err);
-    for (; fin; fin = fin->next) done.push_back(fin);
-    ssize_t r = ::recv(p.r, buf, sizeof buf, MSG_DONTWAIT);
-    for (size_t off = 0; r > 0 && off < static_cast<size_t>(r);) {
-      auto res = reader.feed(buf + off, r - off);
-      off += res.used;
-      if (res.st == frame_reader::status::header) {
-        frames.push_back(reader.current());
-        got.emplace_back(reader.current().payload_len);
-        if (reader.payload_left()) reader.set_target(got.back().data(), got.back().size());
-      }
-      ASSERT_NE(res.st, frame_reader::status::error) << to_string(reader.error());
-    }
-  }
+  pump(c, p.r, 37, n, 1000000, reader, frames, got, done);
   ASSERT_EQ(frames.size(), n);
   for (size_t i = 0; i < n; ++i) {
     EXPECT_EQ(frames[i].tag, i);
