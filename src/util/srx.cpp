@@ -14,6 +14,7 @@
 
 #include "core/log.hpp"
 #include "util/av.hpp"
+#include "util/iov.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -163,9 +164,10 @@ fi_addr_t srx::report(fi_addr_t src) const noexcept {
 template <class Lock>
 ssize_t srx::post_msg(const iovec* iov, void** desc, size_t count, fi_addr_t src, void* context,
                       uint64_t flags) noexcept {
-  if (count > srx_entry::max_iov || (count && !iov)) {
-    WEFT_WARN(prov_, FI_LOG_EP_DATA, "receive with %zu iovecs (at most %zu, non-null)", count,
-              srx_entry::max_iov);
+  if (count > srx_entry::max_iov || (count && !iov) || !iov_bases_ok(iov, count)) {
+    WEFT_WARN(prov_, FI_LOG_EP_DATA,
+              "receive with %zu iovecs (at most %zu, non-null, no null buffer with a length)",
+              count, srx_entry::max_iov);
     return to_fi(errc::inval);
   }
   if (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) {
@@ -204,8 +206,10 @@ ssize_t srx::post_tag(const iovec* iov, void** desc, size_t count, fi_addr_t src
   }
   // Peeks and discards ignore the buffers (fi_tagged(3)).
   if (flags & (FI_PEEK | FI_DISCARD)) count = 0;
-  if (count > srx_entry::max_iov || (count && !iov)) {
-    WEFT_WARN(prov_, FI_LOG_EP_DATA, "tagged receive with %zu iovecs (at most %zu, non-null)",
+  if (count > srx_entry::max_iov || (count && !iov) || !iov_bases_ok(iov, count)) {
+    WEFT_WARN(prov_, FI_LOG_EP_DATA,
+              "tagged receive with %zu iovecs (at most %zu, non-null, no null buffer with a "
+              "length)",
               count, srx_entry::max_iov);
     return to_fi(errc::inval);
   }

@@ -110,6 +110,42 @@ TEST_P(msg, zero_byte_messages_from_null_buffers) {
   EXPECT_EQ(sends, 1);
 }
 
+// A null buffer with a length is refused where it is posted, in every form
+// (a provider copying in user space would otherwise fault on it, later and
+// inside progress), and the endpoint goes on working.
+TEST_P(msg, null_buffer_with_a_length_is_refused) {
+  fid_cq* cq = open_cq();
+  open_av();
+  fi_addr_t a, b;
+  fid_ep* ea = open_ep(cq, &a);
+  fid_ep* eb = open_ep(cq, &b);
+  ASSERT_TRUE(ea && eb);
+  fi_context ctx;
+  EXPECT_EQ(fi_recv(eb, nullptr, 8, nullptr, FI_ADDR_UNSPEC, &ctx), -FI_EINVAL);
+  EXPECT_EQ(fi_send(ea, nullptr, 8, nullptr, b, &ctx), -FI_EINVAL);
+  EXPECT_EQ(fi_inject(ea, nullptr, 8, b), -FI_EINVAL);
+  if (info->domain_attr->cq_data_size) {
+    EXPECT_EQ(fi_senddata(ea, nullptr, 8, nullptr, 1, b, &ctx), -FI_EINVAL);
+  }
+  EXPECT_EQ(fi_send(ea, nullptr, 1 << 20, nullptr, b, &ctx), -FI_EINVAL);
+  char one = 'x';
+  iovec v[2] = {{&one, 1}, {nullptr, 4}};
+  EXPECT_EQ(fi_sendv(ea, v, nullptr, 2, b, &ctx), -FI_EINVAL);
+  EXPECT_EQ(fi_recvv(eb, v, nullptr, 2, FI_ADDR_UNSPEC, &ctx), -FI_EINVAL);
+  // Still usable.
+  char in = 0;
+  fi_context r, s;
+  ASSERT_EQ(fi_recv(eb, &in, 1, nullptr, FI_ADDR_UNSPEC, &r), 0);
+  ASSERT_EQ(fi_send(ea, &one, 1, nullptr, b, &s), 0);
+  int got = 0;
+  while (got < 2) {
+    fi_cq_data_entry e;
+    ASSERT_EQ(read_one(cq, &e), 1);
+    ++got;
+  }
+  EXPECT_EQ(in, 'x');
+}
+
 TEST_P(source, address_of_a_receive) {
   fid_cq* cq = open_cq();
   open_av();

@@ -8,6 +8,7 @@
 // receiver has pulled it (op_ack) or consumed its last bounce chunk.
 #include "core/log.hpp"
 #include "prov/shm/shm.hpp"
+#include "util/iov.hpp"
 
 #include <rdma/fi_tagged.h>
 
@@ -232,7 +233,7 @@ ssize_t endpoint::post_trecv(const iovec* iov, void** desc, size_t count, fi_add
 template <class Lock>
 ssize_t endpoint::send_one(const void* buf, size_t len, fi_addr_t dest, void* context,
                            uint64_t flags, uint64_t tag, uint64_t data) noexcept {
-  if (len > inline_max || (flags & FI_DELIVERY_COMPLETE)) [[unlikely]] {
+  if (len > inline_max || (flags & FI_DELIVERY_COMPLETE) || (!buf && len)) [[unlikely]] {
     iovec iov{const_cast<void*>(buf), len};
     return send<Lock>(&iov, 1, dest, context, flags, tag, data);
   }
@@ -268,8 +269,10 @@ template <class Lock>
 ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* context,
                        uint64_t flags, uint64_t tag, uint64_t data) noexcept {
   auto* prov = &provider();
-  if (count > max_iov || (count && !iov)) {
-    WEFT_WARN(prov, FI_LOG_EP_DATA, "send with %zu iovecs (at most %zu, non-null)", count, max_iov);
+  if (count > max_iov || (count && !iov) || !util::iov_bases_ok(iov, count)) {
+    WEFT_WARN(prov, FI_LOG_EP_DATA,
+              "send with %zu iovecs (at most %zu, non-null, no null buffer with a length)", count,
+              max_iov);
     return to_fi(errc::inval);
   }
   uint64_t len = 0;

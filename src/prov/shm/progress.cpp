@@ -152,14 +152,15 @@ void endpoint::sweep_senders() noexcept {
 // `got`: it held a message this time.
 template <class Lock>
 bool endpoint::drain(uint32_t r, bool& got) noexcept {
-  if (r >= in_.size()) return true;
+  // r < nrings = in_.size(): doorbell words are masked to the region's
+  // rings (a multiple of 64), and every other source names a claimed ring.
   inbound* in = in_[r].get();
-  uint32_t state = region_.claim_state(r);
   if (in && in->generation != region_.claim_generation(r)) {
     close_inbound<Lock>(r);  // its sender left and another claimed the ring
     in = nullptr;
   }
   if (!in) {
+    const uint32_t state = region_.claim_state(r);
     if (state != proto::claim_active && state != proto::claim_closed) return true;
     if (!(in = open_inbound(r))) return false;
   }

@@ -3,6 +3,7 @@
 // tables, sends (one frame each: header and payload in one sendmsg when the
 // socket takes them), and the completions of sends and receives, held back
 // in order while the CQ is full. The receiving side is recv.cpp.
+#include "util/iov.hpp"
 #include "core/log.hpp"
 #include "prov/tcp/tcp.hpp"
 #include "util/wait.hpp"
@@ -17,11 +18,6 @@ namespace {
 
 constexpr uint64_t rx_report = FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_REMOTE_CQ_DATA;
 
-size_t total_len(const iovec* iov, size_t count) noexcept {
-  size_t n = 0;
-  for (size_t i = 0; i < count; ++i) n += iov[i].iov_len;
-  return n;
-}
 
 // The fi_ops_msg and fi_ops_tagged slots of one (lock policy, endpoint
 // type): every form funnels into endpoint::send / post_msg / post_tag. The
@@ -190,12 +186,13 @@ const fi_ops_srx_peer* endpoint::peer_table(bool locked) noexcept {
 template <class Lock, bool Rdm>
 ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* context,
                        uint64_t flags, uint64_t tag, uint64_t data) noexcept {
-  if (count > max_iov || (count && !iov)) {
-    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send with %zu iovecs (at most %zu, non-null)", count,
+  if (count > max_iov || (count && !iov) || !util::iov_bases_ok(iov, count)) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+              "send with %zu iovecs (at most %zu, non-null, no null buffer with a length)", count,
               max_iov);
     return to_fi(errc::inval);
   }
-  size_t len = total_len(iov, count);
+  size_t len = util::iov_total(iov, count);
   if (len > max_msg_ || ((flags & FI_INJECT) && len > inject_size)) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send of %zu bytes exceeds %s %zu", len,
               len > max_msg_ ? "max_msg_size" : "inject_size",
@@ -427,7 +424,7 @@ template <class Lock>
 bool endpoint::write_rx(fi_peer_rx_entry* e) noexcept {
   util::cq* cq = bound_.rx_cq.get();
   if (!cq) return true;
-  size_t total = total_len(e->iov, e->count);
+  size_t total = util::iov_total(e->iov, e->count);
   size_t len = std::min(e->msg_size, total);
   uint64_t flags = e->flags & rx_report;
   uint64_t data = (flags & FI_REMOTE_CQ_DATA) ? e->cq_data : 0;
@@ -478,7 +475,7 @@ bool endpoint::finish_rx(fi_peer_rx_entry* e) noexcept {
     deferred_tail_ = e;
     return false;
   }
-  done_rx<Lock>(e, e->msg_size <= total_len(e->iov, e->count));
+  done_rx<Lock>(e, e->msg_size <= util::iov_total(e->iov, e->count));
   return true;
 }
 
@@ -524,7 +521,7 @@ void endpoint::complete_deferred() noexcept {
       deferred_head_ = e->next;
       if (!deferred_head_) deferred_tail_ = nullptr;
     }
-    done_rx<Lock>(e, e->msg_size <= total_len(e->iov, e->count));
+    done_rx<Lock>(e, e->msg_size <= util::iov_total(e->iov, e->count));
   }
 }
 

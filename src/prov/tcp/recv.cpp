@@ -4,6 +4,7 @@
 // buffer, anything else lands in an unexpected buffer the size of the message
 // (pooled when small) until a receive claims it (start) or it is dropped
 // (discard). A connection that fails takes down what it owed.
+#include "util/iov.hpp"
 #include "core/log.hpp"
 #include "prov/tcp/tcp.hpp"
 
@@ -15,11 +16,6 @@ namespace weft::tcp {
 
 namespace {
 
-size_t total_len(const iovec* iov, size_t count) noexcept {
-  size_t n = 0;
-  for (size_t i = 0; i < count; ++i) n += iov[i].iov_len;
-  return n;
-}
 
 }  // namespace
 
@@ -173,7 +169,7 @@ template <class Lock>
 int endpoint::start(fi_peer_rx_entry* e) noexcept {
   auto* ep = static_cast<endpoint*>(e->srx->ep_fid.fid.context);
   auto* b = static_cast<unexp_buf*>(e->peer_context);
-  size_t left = std::min(e->msg_size, total_len(e->iov, e->count));
+  size_t left = std::min(e->msg_size, util::iov_total(e->iov, e->count));
   const std::byte* from = b ? b->data : nullptr;
   for (size_t i = 0; i < e->count && left; ++i) {
     size_t n = std::min(left, e->iov[i].iov_len);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // weft — the udp data path: one sendmsg per send, one recvmsg per receive,
 // straight between the application's buffers and the kernel.
+#include "util/iov.hpp"
 #include "core/log.hpp"
 #include "prov/udp/udp.hpp"
 #include "util/av.hpp"
@@ -32,11 +33,6 @@ fi_addr_t source_of(const util::av& av, const sockaddr_storage& from) noexcept {
   return av.report(av.reverse(entry));
 }
 
-size_t total_len(const iovec* iov, size_t count) noexcept {
-  size_t n = 0;
-  for (size_t i = 0; i < count; ++i) n += iov[i].iov_len;
-  return n;
-}
 
 errc send_errno(int e) noexcept {
   switch (e) {
@@ -117,8 +113,13 @@ template const fi_ops_msg* endpoint::msg_table<util::mutex_lock>() noexcept;
 template <class Lock>
 ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* context,
                        uint64_t flags) noexcept {
-  if (count > max_iov || (count && !iov)) return to_fi(errc::inval);
-  size_t len = total_len(iov, count);
+  if (count > max_iov || (count && !iov) || !util::iov_bases_ok(iov, count)) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+              "send with %zu iovecs (at most %zu, non-null, no null buffer with a length)", count,
+              max_iov);
+    return to_fi(errc::inval);
+  }
+  size_t len = util::iov_total(iov, count);
   if (len > max_msg_) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send of %zu bytes exceeds max_msg_size %zu", len,
               max_msg_);
@@ -171,7 +172,12 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
 template <class Lock>
 ssize_t endpoint::post_recv(const iovec* iov, size_t count, void* context,
                             uint64_t flags) noexcept {
-  if (count > max_iov || (count && !iov)) return to_fi(errc::inval);
+  if (count > max_iov || (count && !iov) || !util::iov_bases_ok(iov, count)) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+              "receive with %zu iovecs (at most %zu, non-null, no null buffer with a length)",
+              count, max_iov);
+    return to_fi(errc::inval);
+  }
   if ((flags & FI_MULTI_RECV) && count != 1) return to_fi(errc::inval);
   {
     [[maybe_unused]] auto g = guard<Lock>();
@@ -240,7 +246,7 @@ void endpoint::progress() noexcept {
     iovec window[max_iov];
     size_t n = e.count;
     std::memcpy(window, e.iov, n * sizeof(iovec));
-    size_t space = total_len(window, n);
+    size_t space = util::iov_total(window, n);
     if (e.flags & FI_MULTI_RECV) {
       window[0].iov_base = static_cast<char*>(window[0].iov_base) + e.offset;
       window[0].iov_len -= e.offset;
