@@ -39,31 +39,7 @@
 #include <string.h>
 #include <time.h>
 
-int rank, nranks;
-
-void fail(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "osc: rank %d: FAIL: ", rank);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  exit(1);
-}
-
-void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) fail("out of memory (%zu bytes)", n);
-  return p;
-}
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+const char *program = "osc";
 
 /* The byte at offset i of what rank src puts into rank dst's window. */
 unsigned char pattern(int src, int dst, int size, int iter, size_t i) {
@@ -91,39 +67,6 @@ void verify(const char *what, const unsigned char *buf, int src, int dst, int si
 
 /* ---- proof that weft's library carries the traffic ---- */
 
-/* The libfabric.so.1 this process mapped must be the one in WEFT_LIB_DIR,
- * and Open MPI's OFI btl must be loaded. */
-static void check_library(void) {
-  const char *dir = getenv("WEFT_LIB_DIR");
-  if (!dir || !*dir) fail("WEFT_LIB_DIR is not set (run through run_osc.sh)");
-  char want[PATH_MAX], path[PATH_MAX + 32];
-  snprintf(path, sizeof path, "%s/libfabric.so.1", dir);
-  if (!realpath(path, want)) fail("%s does not exist", path);
-
-  FILE *maps = fopen("/proc/self/maps", "r");
-  if (!maps) fail("cannot open /proc/self/maps");
-  char line[PATH_MAX + 256];
-  char other[PATH_MAX] = "";
-  int weft = 0, btl = 0;
-  while (fgets(line, sizeof line, maps)) {
-    char *file = strchr(line, '/');
-    if (!file) continue;
-    file[strcspn(file, "\n")] = '\0';
-    const char *base = strrchr(file, '/') + 1;
-    if (strstr(base, "mca_btl_ofi")) btl = 1;
-    if (strncmp(base, "libfabric.so", 12) != 0) continue;
-    if (strcmp(file, want) == 0) {
-      weft = 1;
-    } else {
-      snprintf(other, sizeof other, "%s", file);
-    }
-  }
-  fclose(maps);
-  if (*other) fail("%s is loaded, not weft's %s", other, want);
-  if (!btl) fail("Open MPI's OFI btl (mca_btl_ofi.so) is not loaded");
-  if (!weft) fail("weft's %s is not mapped", want);
-  if (rank == 0) printf("osc: every rank runs on %s\n", want);
-}
 
 static weft_osc_trace_counts_fn *trace_counts;
 
@@ -302,7 +245,7 @@ int main(int argc, char **argv) {
   if (multiple && provided != MPI_THREAD_MULTIPLE)
     fail("MPI_THREAD_MULTIPLE asked for, %d provided", provided);
   if (rank == 0 && multiple) printf("osc: MPI_THREAD_MULTIPLE\n");
-  check_library();
+  check_library("mca_btl_ofi", "run_osc.sh");
   find_trace();
   read_acc_use_amo();
 

@@ -8,34 +8,14 @@
 
 #include <stddef.h>
 
+#include "mpi_check.h"
 #include "osc_trace.h"
-
-extern int rank, nranks;
 
 enum {
   SLOT = 1024 * 1024, /* one per source rank in every window */
   POISON = 0xa5,      /* what no pattern is at every byte */
 };
 
-/* Ends the whole job with one line naming rank and cause. */
-void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
-/* MPI_ERRORS_RETURN is set on the world communicator and on every window:
- * an error comes back here and is reported with its text. */
-#define CHECK(call)                                                        \
-  do {                                                                     \
-    int rc_ = (call);                                                      \
-    if (rc_ != MPI_SUCCESS) {                                              \
-      char msg_[MPI_MAX_ERROR_STRING];                                     \
-      int len_ = 0;                                                        \
-      if (MPI_Error_string(rc_, msg_, &len_) != MPI_SUCCESS) len_ = 0;     \
-      msg_[len_] = '\0';                                                   \
-      fail("%s:%d: %s returned %d (%s)", __FILE__, __LINE__, #call, rc_,  \
-           msg_);                                                          \
-    }                                                                      \
-  } while (0)
-
-void *xmalloc(size_t n);
 
 /* The byte at offset i of what rank src sends rank dst. */
 unsigned char pattern(int src, int dst, int size, int iter, size_t i);

@@ -13,7 +13,7 @@
  * pull request 11327), so Ssend and Mprobe/Mrecv are exercised on separate
  * messages: a limitation of Open MPI, not of weft. */
 #define _GNU_SOURCE
-#include <mpi.h>
+#include "mpi_check.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -24,38 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static int rank, nranks;
+const char *program = "p2p";
 
 static const int sizes[] = {0, 1, 8, 1024, 64 * 1024, 1024 * 1024, 4 * 1024 * 1024};
 enum { NSIZES = sizeof(sizes) / sizeof(sizes[0]), ITERS = 3, MAX_SIZE = 4 * 1024 * 1024 };
 
-/* Every failure ends the whole job with one clear line naming rank and cause. */
-static void fail(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "p2p: rank %d: FAIL: ", rank);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  exit(1);
-}
 
-/* Every MPI call goes through CHECK: MPI_ERRORS_RETURN is set on the world
- * communicator, so an error comes back here and is reported with its text. */
-#define CHECK(call)                                                        \
-  do {                                                                     \
-    int rc_ = (call);                                                      \
-    if (rc_ != MPI_SUCCESS) {                                              \
-      char msg_[MPI_MAX_ERROR_STRING];                                     \
-      int len_ = 0;                                                        \
-      if (MPI_Error_string(rc_, msg_, &len_) != MPI_SUCCESS) len_ = 0;     \
-      msg_[len_] = '\0';                                                   \
-      fail("%s:%d: %s returned %d (%s)", __FILE__, __LINE__, #call, rc_,  \
-           msg_);                                                          \
-    }                                                                      \
-  } while (0)
 
 /* The byte at offset i of the message from src of this size and iteration. */
 static unsigned char pattern(int src, int size, int iter, size_t i) {
@@ -87,56 +61,12 @@ static void check_status(const char *what, const MPI_Status *st, int src, int ta
          what, st->MPI_SOURCE, st->MPI_TAG, count, src, tag, size);
 }
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) fail("out of memory (%zu bytes)", n);
-  return p;
-}
 
 /* A buffer filled with a value no pattern check would accept by accident
  * at every byte, so a receive that writes nothing is noticed. */
 static void poison(unsigned char *buf, size_t n) { memset(buf, 0xa5, n); }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
-/* The libfabric.so.1 this process mapped must be the one in WEFT_LIB_DIR:
- * the OFI mtl loads it when its component is opened, so finding it mapped
- * also proves that the mtl ran. */
-static void check_library(void) {
-  const char *dir = getenv("WEFT_LIB_DIR");
-  if (!dir || !*dir) fail("WEFT_LIB_DIR is not set (run through run_p2p.sh)");
-  char want[PATH_MAX], path[PATH_MAX + 32];
-  snprintf(path, sizeof path, "%s/libfabric.so.1", dir);
-  if (!realpath(path, want)) fail("%s does not exist", path);
-
-  FILE *maps = fopen("/proc/self/maps", "r");
-  if (!maps) fail("cannot open /proc/self/maps");
-  char line[PATH_MAX + 256];
-  char other[PATH_MAX] = "";
-  int weft = 0, mtl = 0;
-  while (fgets(line, sizeof line, maps)) {
-    char *file = strchr(line, '/');
-    if (!file) continue;
-    file[strcspn(file, "\n")] = '\0';
-    const char *base = strrchr(file, '/') + 1;
-    if (strstr(base, "mca_mtl_ofi")) mtl = 1;
-    if (strncmp(base, "libfabric.so", 12) != 0) continue;
-    if (strcmp(file, want) == 0) {
-      weft = 1;
-    } else {
-      snprintf(other, sizeof other, "%s", file);
-    }
-  }
-  fclose(maps);
-  if (*other) fail("%s is loaded, not weft's %s", other, want);
-  if (!mtl) fail("Open MPI's OFI mtl (mca_mtl_ofi.so) is not loaded: pml cm/mtl ofi not selected");
-  if (!weft) fail("weft's %s is not mapped", want);
-  if (rank == 0) printf("p2p: every rank runs on %s\n", want);
-}
 
 /* Tags: one per (test, size index, iteration), below the 32767 every MPI
  * implementation guarantees. */
@@ -479,7 +409,7 @@ int main(int argc, char **argv) {
   CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   CHECK(MPI_Comm_size(MPI_COMM_WORLD, &nranks));
   if (nranks < 2) fail("needs at least 2 ranks, has %d", nranks);
-  check_library();
+  check_library("mca_mtl_ofi", "run_p2p.sh");
 
   sbuf = xmalloc(MAX_SIZE + 1);
   rbuf = xmalloc(MAX_SIZE + 1);

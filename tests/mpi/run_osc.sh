@@ -55,7 +55,7 @@ fi
 tmp=$(mktemp -d /tmp/weft-osc.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 mpicc -std=c99 -O2 -g -Wall -Wextra -Werror -pthread -I"$here" -o "$tmp/osc" \
-  "$here/osc.c" "$here/osc_rma.c" "$here/osc_atomic.c" ||
+  "$here/osc.c" "$here/osc_rma.c" "$here/osc_atomic.c" "$here/mpi_check.c" ||
   { echo "FAIL: mpicc could not build osc.c, osc_rma.c, osc_atomic.c"; exit 1; }
 # The shim counts the RMA and atomic calls Open MPI makes on libfabric
 # endpoints (osc_trace.c); built against weft's headers.

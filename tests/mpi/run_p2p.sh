@@ -32,7 +32,7 @@ fi
 
 tmp=$(mktemp -d /tmp/weft-mpi.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-mpicc -std=c99 -O2 -g -Wall -Wextra -Werror -o "$tmp/p2p" "$here/p2p.c" ||
+mpicc -std=c99 -O2 -g -Wall -Wextra -Werror -I"$here" -o "$tmp/p2p" "$here/p2p.c" "$here/mpi_check.c" ||
   { echo "FAIL: mpicc could not build p2p.c"; exit 1; }
 
 # Containers run as root; mpirun refuses that without both variables.
