@@ -23,6 +23,7 @@ inline_rec* inline_rec::make(uint32_t size) noexcept {
 void inline_rec::destroy(inline_rec* r) noexcept { std::free(r); }
 
 conn* endpoint::conn_for(fi_addr_t dest, errc& err) noexcept {
+  if (conn* c = conn_hit(dest)) return c;
   const uint8_t* raw = bound_.av_->entry(dest);
   if (!raw) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send to fi_addr %llu: not in the address vector",
@@ -32,10 +33,6 @@ conn* endpoint::conn_for(fi_addr_t dest, errc& err) noexcept {
   }
   addr_entry id;
   std::memcpy(&id, raw, sizeof id);
-  if (dest < by_addr_.size()) {
-    conn* c = by_addr_[dest];
-    if (c && c->id == id) return c;
-  }
   conn* c = conn_to(id, err);
   if (!c) return nullptr;
   try {

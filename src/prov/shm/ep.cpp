@@ -134,6 +134,9 @@ endpoint::~endpoint() {
   for (auto& in : in_) {
     if (!in) continue;
     for (cma_rec* r = in->records; r; r = r->next) r->in = nullptr;
+    // A sender writing a piece of a split copy into a receive buffer lets
+    // go of it before the application may free it.
+    seal_split(*in);
     for (rx_xfer* x : in->xfers) delete x;  // matched ones: the engine goes with us
   }
   for (auto& c : conns_)
