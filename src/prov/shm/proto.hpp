@@ -426,10 +426,14 @@ static_assert(compute_geometry(4096, 4096).region_bytes < (uint64_t{1} << 40));
 // copier needs. Through the split line of S's ring in R's region:
 //   1. R, having matched the rts (and the line being free: at most one split
 //      per ring at a time), writes token, len, count, dst, done = 0,
-//      error = 0, orphan = 0, then claim = (seq + 1) << 41 | 0 (release).
+//      error = 0, orphan = 0, then claim = (seq + 1) << 41 | n0 (release):
+//      R's own first piece [0, n0), a little over half, is claimed with the
+//      publication (sealed when n0 = len).
 //   2. Either side claims a piece [off, off + n) by CAS on claim from
-//      seq << 41 | off to seq << 41 | (off + n) (acq_rel): n is half of what
-//      is left, at least split_piece_min bytes, at most what is left. A
+//      seq << 41 | off to seq << 41 | (off + n) (acq_rel): S takes all that
+//      is left; R half of what is left, at least split_piece_min bytes, at
+//      most what is left (any sizes are correct; these make one call on
+//      each side the common case). A
 //      successful CAS proves the transfer is still R's current one (its
 //      fields cannot change before every piece is claimed and done == len),
 //      so S reads token, count and dst after its CAS, never before.

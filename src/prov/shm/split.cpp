@@ -30,17 +30,20 @@ constexpr uint64_t sealed = proto::split_offset_mask;  // every piece claimed
 uint64_t seq_of(uint64_t w) noexcept { return w >> proto::split_offset_bits; }
 uint64_t off_of(uint64_t w) noexcept { return w & proto::split_offset_mask; }
 
-// Claims the next piece of transfer `seq` (len bytes): half of what is
-// left, at least split_piece_min. False when none is left or the line has
-// moved on to another transfer.
-bool claim_piece(split_line& l, uint64_t seq, uint64_t len, uint64_t& off, uint64_t& n) noexcept {
+// Claims the next piece of transfer `seq` (len bytes): for R half of what
+// is left, at least split_piece_min; for S (`greedy`) all of it, since R is
+// busy with its own piece when S comes, and one call each is what makes a
+// split worth it. False when none is left or the line has moved on to
+// another transfer.
+bool claim_piece(split_line& l, uint64_t seq, uint64_t len, uint64_t& off, uint64_t& n,
+                 bool greedy) noexcept {
   std::atomic_ref<uint64_t> claim(l.claim);
   uint64_t w = claim.load(std::memory_order_acquire);
   for (;;) {
     if (seq_of(w) != seq || off_of(w) == sealed || off_of(w) >= len) return false;
     off = off_of(w);
     uint64_t left = len - off;
-    n = std::min(left, std::max(proto::split_piece_min, left / 2));
+    n = greedy ? left : std::min(left, std::max(proto::split_piece_min, left / 2));
     uint64_t next = seq << proto::split_offset_bits | (off + n == len ? sealed : off + n);
     if (claim.compare_exchange_weak(w, next, std::memory_order_acq_rel,
                                     std::memory_order_acquire))
@@ -69,6 +72,14 @@ void set_error(split_line& l, int err) noexcept {
   uint32_t none = 0;
   std::atomic_ref<uint32_t>(l.error).compare_exchange_strong(none, static_cast<uint32_t>(err),
                                                              std::memory_order_relaxed);
+}
+
+// R's first piece, claimed as it publishes the transfer: half, and a few
+// KiB more for R's head start (S sees the transfer a fraction of a
+// microsecond later).
+uint64_t first_piece(uint64_t len) noexcept {
+  const uint64_t head_start = std::min<uint64_t>(len / 16, 8 * 1024);
+  return std::min(len, std::max(proto::split_piece_min, (len / 2 + head_start) & ~uint64_t{4095}));
 }
 
 int fi_error_of(int rc) noexcept {
@@ -121,10 +132,17 @@ bool endpoint::split_pull(fi_peer_rx_entry* e, const cma_rec& r, uint64_t len) n
   std::atomic_ref<uint64_t>(l.orphan).store(0, std::memory_order_relaxed);
   in.split_seq = (in.split_seq + 1) & (~uint64_t{0} >> proto::split_offset_bits);
   if (!in.split_seq) in.split_seq = 1;  // 0 is "never published"
-  std::atomic_ref<uint64_t>(l.claim).store(in.split_seq << proto::split_offset_bits,
-                                           std::memory_order_release);
+  // Published with R's first piece already claimed: a polling sender would
+  // otherwise often win the first CAS and, greedy, take the whole message.
+  const uint64_t first = first_piece(len);
+  std::atomic_ref<uint64_t>(l.claim).store(
+      in.split_seq << proto::split_offset_bits | (first == len ? sealed : first),
+      std::memory_order_release);
   in.split = x;
   watch(in);
+  int rc = cma_copy(x->pid, false, x->src_iov, x->src_count, e->iov, e->count, first, 0);
+  if (rc) set_error(l, fi_error_of(rc));
+  add_done(l, first);
   poll_split<Lock>(in);
   return true;
 }
@@ -136,7 +154,7 @@ void endpoint::poll_split(inbound& in) noexcept {
   split_line& l = region_.split(in.ring);
   fi_peer_rx_entry* e = x->entry;
   uint64_t off, n;
-  while (claim_piece(l, in.split_seq, x->len, off, n)) {
+  while (claim_piece(l, in.split_seq, x->len, off, n, false)) {
     int rc = cma_copy(x->pid, false, x->src_iov, x->src_count, e->iov, e->count, n, off);
     if (rc) set_error(l, fi_error_of(rc));
     add_done(l, n);
@@ -199,7 +217,7 @@ void endpoint::help_split(conn& c) noexcept {
   // l.len belongs to transfer `seq` while a claim of it can succeed (see
   // proto.hpp): read it once, and the rest after the first claim.
   const uint64_t len = get(l.len);
-  while (claim_piece(l, seq, len, off, n)) {
+  while (claim_piece(l, seq, len, off, n, true)) {
     // Claimed: the transfer is current and its fields are stable.
     tx_entry* t = tx_of(get(l.token));
     const uint32_t count = get(l.count);

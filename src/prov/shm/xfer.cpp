@@ -17,11 +17,10 @@ namespace weft::shm {
 namespace {
 
 // Messages from this size on are copied by both sides when they can. Below
-// it the second copier's start-up (its claim, a second system call, the
-// receiver finishing on a later progress call) costs more than it saves:
-// measured with fi_pingpong, 32 and 64 KiB were 0.5-0.8 us slower split,
-// 128 KiB about even, 256 KiB 20% faster.
-constexpr uint64_t split_min = 128 * 1024;
+// it the second copier's start-up (seeing the transfer, a second system
+// call) costs about what it saves: measured with fi_pingpong, 64 KiB split
+// is 25% faster, 32 KiB 15%, 16 KiB about even.
+constexpr uint64_t split_min = 32 * 1024;
 
 uint64_t capacity(const fi_peer_rx_entry* e) noexcept {
   uint64_t n = 0;
