@@ -15,10 +15,19 @@
  * server checks every window: each message carries its sequence number, and
  * each must arrive exactly once.
  *
+ * With -l it measures latency instead: a ping-pong of single messages sent
+ * with fi_tinject, -n round trips after -W warm-up ones, each side keeping
+ * two receives posted and re-posting the one just completed after it has
+ * sent (so posting is not on the round trip's path, and every message
+ * finds a receive waiting). Both sides check every message's sequence
+ * number. It prints the one-way time, round trip / 2. This is the
+ * library's own latency; fi_pingpong's loop adds posting a receive and
+ * waiting for a send completion to every hop.
+ *
  * Builds against Debian's headers and runs on either library
  * (LD_LIBRARY_PATH), as bench/msgrate.py does.
  * Usage: msgrate [-p provider] [-a node] [-s size] [-w window] [-n windows]
- *                [-W warm-up windows] [-c server-core,client-core] [-i]
+ *                [-W warm-up windows] [-c server-core,client-core] [-i] [-l]
  *   -a node: passed to fi_getinfo with FI_SOURCE, e.g. 127.0.0.1 for tcp */
 #define _GNU_SOURCE
 #include <rdma/fabric.h>
@@ -46,7 +55,7 @@ enum { data_tag = 1, ack_tag = 2, max_window = 4096 };
 struct opts {
   const char *prov, *node;
   size_t size;
-  int window, windows, warm, server_core, client_core, inject;
+  int window, windows, warm, server_core, client_core, inject, latency;
 };
 
 struct side {
@@ -278,11 +287,78 @@ static int client(const struct opts *o, int out, int in) {
   return 0;
 }
 
+/* ---- latency (-l) ---------------------------------------------------- */
+
+/* Waits for one receive completion; returns the index of its buffer. */
+static int wait_recv(struct side *s, struct fi_context2 *ctx) {
+  long recvs = 0, sends = 0;
+  struct fi_cq_tagged_entry got;
+  while (recvs == 0) poll_cq(s, &recvs, &sends, &got, 1);
+  return (int)((struct fi_context2 *)got.op_context - ctx);
+}
+
+static void post_one(struct side *s, char *buf, size_t len, struct fi_context2 *ctx) {
+  ssize_t ret;
+  while ((ret = fi_trecv(s->ep, buf, len, NULL, FI_ADDR_UNSPEC, data_tag, 0, ctx)) == -FI_EAGAIN)
+    fi_cq_read(s->cq, NULL, 0);
+  if (ret) die(s, "fi_trecv", ret);
+}
+
+/* One side of the ping-pong: the client sends first. Returns the seconds
+ * the timed round trips took (client), or 0. */
+static double ping_pong(const struct opts *o, struct side *s, int client) {
+  char *rbuf = calloc(2, o->size), *sbuf = calloc(1, o->size);
+  struct fi_context2 rctx[2];
+  post_one(s, rbuf, o->size, &rctx[0]);
+  post_one(s, rbuf + o->size, o->size, &rctx[1]);
+  long total = (long)o->warm + o->windows;
+  double start = now_s();
+  for (long i = 0; i < total; i++) {
+    if (i == o->warm) start = now_s();
+    uint64_t seq = (uint64_t)i;
+    memcpy(sbuf, &seq, o->size < sizeof seq ? o->size : sizeof seq);
+    long recvs = 0, sends = 0;
+    int k = -1;
+    if (!client) k = wait_recv(s, rctx);
+    send_one(s, sbuf, o->size, data_tag, NULL, &recvs, &sends, 1, NULL, 1);
+    if (recvs) die(s, "a message before its turn", -FI_EIO);
+    if (client) k = wait_recv(s, rctx);
+    if (k < 0 || k > 1) die(s, "a completion for no posted receive", -FI_EIO);
+    uint64_t v = 0;
+    memcpy(&v, rbuf + (size_t)k * o->size, o->size < sizeof v ? o->size : sizeof v);
+    if (o->size >= sizeof v && v != seq) {
+      fprintf(stderr, "msgrate %s: round trip %ld carried %llu\n", s->who, i, (unsigned long long)v);
+      exit(1);
+    }
+    post_one(s, rbuf + (size_t)k * o->size, o->size, &rctx[k]);
+  }
+  double secs = now_s() - start;
+  free(rbuf);
+  free(sbuf);
+  return client ? secs : 0;
+}
+
+static int ping_side(const struct opts *o, int out, int in, int client) {
+  struct side s = {.who = client ? "client" : "server"};
+  pin(client ? o->client_core : o->server_core);
+  open_side(o, &s);
+  swap_addresses(&s, out, in);
+  double secs = ping_pong(o, &s, client);
+  if (client) {
+    printf("latency %s (%s): %d round trips of %zu bytes, fi_tinject: %.4f us one-way\n",
+           s.info->fabric_attr->prov_name, o->node ? o->node : "-", o->windows, o->size,
+           secs / o->windows / 2 * 1e6);
+    fflush(stdout);
+  }
+  close_side(&s);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   struct opts o = {.prov = "shm", .size = 8, .window = 64, .windows = 20000, .warm = 2000,
                    .server_core = 0, .client_core = 1};
   int opt;
-  while ((opt = getopt(argc, argv, "p:a:s:w:n:W:c:i")) != -1) {
+  while ((opt = getopt(argc, argv, "p:a:s:w:n:W:c:il")) != -1) {
     switch (opt) {
       case 'p': o.prov = optarg; break;
       case 'a': o.node = optarg; break;
@@ -294,6 +370,7 @@ int main(int argc, char **argv) {
         if (sscanf(optarg, "%d,%d", &o.server_core, &o.client_core) != 2) return 2;
         break;
       case 'i': o.inject = 1; break;
+      case 'l': o.latency = 1; break;
       default: return 2;
     }
   }
@@ -316,11 +393,13 @@ int main(int argc, char **argv) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     close(to_client[1]);
     close(to_server[0]);
-    _exit(client(&o, to_server[1], to_client[0]));
+    _exit(o.latency ? ping_side(&o, to_server[1], to_client[0], 1)
+                    : client(&o, to_server[1], to_client[0]));
   }
   close(to_client[0]);
   close(to_server[1]);
-  int rc = server(&o, to_client[1], to_server[0]);
+  int rc = o.latency ? ping_side(&o, to_client[1], to_server[0], 0)
+                     : server(&o, to_client[1], to_server[0]);
   int status = 0;
   if (rc) kill(child, SIGKILL);
   waitpid(child, &status, 0);

@@ -13,6 +13,11 @@ of each library, the ratio and min–max, as a markdown table in the results
 folder. Works for --provider shm and --provider tcp (tcp binds to
 127.0.0.1 through fi_getinfo's node with FI_SOURCE; the two sides swap
 their fi_getname addresses through pipes).
+
+`--ops latency` runs the same binary's ping-pong mode (msgrate -l): single
+messages with fi_tinject, two receives kept posted on each side, one-way
+time = round trip / 2, and beside it the latency floor of pingpong.py
+(for shm the cache-line handoff), sampled once per repetition.
 """
 import argparse
 import datetime
@@ -23,10 +28,11 @@ import statistics
 import subprocess
 import sys
 
-from pingpong import loaded_library
+from pingpong import LATENCY_FLOORS, build_floor, loaded_library, run_floor
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^msgrate (\S+) .*: ([\d.]+) msg/s$", re.M)
+LAT_LINE = re.compile(r"^latency (\S+) .*: ([\d.]+) us one-way$", re.M)
 # Windows per run: enough for ~0.5 s at the rates these providers reach here.
 DEFAULT_WINDOWS = {"shm": 20000, "tcp": 3000}
 
@@ -39,8 +45,10 @@ def run(exe, libdir, args, op):
         cmd += ["-a", args.node]
     if op == "tinject":
         cmd.append("-i")
+    if op == "latency":
+        cmd.append("-l")
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-    m = LINE.search(r.stdout)
+    m = (LAT_LINE if op == "latency" else LINE).search(r.stdout)
     if r.returncode != 0 or not m:
         raise RuntimeError(f"msgrate failed on {libdir} ({' '.join(cmd)}):\n{r.stdout}{r.stderr}")
     return m.group(1), float(m.group(2))
@@ -51,7 +59,7 @@ def main():
     p.add_argument("--provider", default="shm")
     p.add_argument("--node", default=None,
                    help="fi_getinfo node with FI_SOURCE (default: 127.0.0.1 for tcp, none for shm)")
-    p.add_argument("--ops", default="tsend,tinject", help="comma list of tsend, tinject")
+    p.add_argument("--ops", default="tsend,tinject", help="comma list of tsend, tinject, latency")
     p.add_argument("--size", type=int, default=8)
     p.add_argument("--window", type=int, default=64)
     p.add_argument("--windows", type=int, default=None, help="timed windows per run")
@@ -65,13 +73,14 @@ def main():
     args = p.parse_args()
     if args.node is None and args.provider != "shm":
         args.node = "127.0.0.1"
+    ops = args.ops.split(",")
+    if not set(ops) <= {"tsend", "tinject", "latency"}:
+        sys.exit("--ops takes tsend, tinject and/or latency")
     if args.windows is None:
-        args.windows = DEFAULT_WINDOWS.get(args.provider, 3000)
+        # latency: round trips, not windows
+        args.windows = DEFAULT_WINDOWS.get(args.provider, 3000) * (10 if ops == ["latency"] else 1)
     if args.warm is None:
         args.warm = max(args.windows // 10, 10)
-    ops = args.ops.split(",")
-    if not set(ops) <= {"tsend", "tinject"}:
-        sys.exit("--ops takes tsend and/or tinject")
 
     exe = f"/tmp/weft-msgrate-{os.getpid()}"
     # Debian's headers (/usr/include/rdma) and Debian's libfabric.so to link:
@@ -85,8 +94,13 @@ def main():
             print(f"{name}: {path}")
         if loaded["weft"] == loaded["libfabric"]:
             sys.exit("both runs would load the same library")
-        samples, provs = {}, {}
+        samples, provs, floor = {}, {}, []
+        floor_exe = build_floor(LATENCY_FLOORS.get(args.provider)) if "latency" in ops else None
+        cores = args.cores.split(",")
         for rep in range(args.reps):
+            if floor_exe:   # it moves with where the virtual CPUs land: sample every round
+                argv = [args.windows, cores[0], cores[1]] if args.provider == "shm" else [args.windows]
+                floor.append(run_floor(floor_exe, argv).get(args.size))
             for op in ops:
                 for name, libdir in libs.items():   # interleaved: weft, libfabric, ...
                     prov, rate = run(exe, libdir, args, op)
@@ -95,6 +109,8 @@ def main():
             print(f"repetition {rep + 1}/{args.reps} done", flush=True)
     finally:
         os.unlink(exe)
+        if "latency" in ops and floor_exe:
+            floor_exe.unlink(missing_ok=True)
 
     def med(op, name):
         return statistics.median(samples[(op, name)])
@@ -103,27 +119,48 @@ def main():
         v = samples[(op, name)]
         return f"{min(v) / 1e6:.2f}–{max(v) / 1e6:.2f}"
 
-    rows = ["| operation | weft Mmsg/s | libfabric Mmsg/s | ratio | weft min–max | libfabric min–max |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for op in ops:
+    rows = []
+    rates = [op for op in ops if op != "latency"]
+    if rates:
+        rows += ["| operation | weft Mmsg/s | libfabric Mmsg/s | ratio | weft min–max | libfabric min–max |",
+                 "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for op in rates:
         w, l = med(op, "weft"), med(op, "libfabric")
         rows.append(f"| fi_{op} | {w / 1e6:.2f} | {l / 1e6:.2f} | {w / l:.2f} | {spread(op, 'weft')} | "
                     f"{spread(op, 'libfabric')} |")
-    cores = args.cores.split(",")
+    if "latency" in ops:
+        def us(name):
+            v = samples[("latency", name)]
+            return statistics.median(v), f"{min(v):.3f}–{max(v):.3f}"
+        (w, ws), (l, ls) = us("weft"), us("libfabric")
+        fl = [f for f in floor if f is not None]
+        f = statistics.median(fl) if fl else None
+        ftext = (f"| {f:.3f} | {min(fl):.3f}–{max(fl):.3f} | {w / f:.2f} |" if f else "| — | — | — |")
+        if rows:
+            rows.append("")
+        rows += ["| one-way latency | weft µs | libfabric µs | ratio | weft min–max | libfabric min–max "
+                 "| floor µs | floor min–max | weft / floor |",
+                 "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+                 f"| {args.size} B, fi_tinject | {w:.3f} | {l:.3f} | {w / l:.2f} | {ws} | {ls} " + ftext]
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = pathlib.Path(args.out) / f"{stamp}-msgrate-{args.provider}"
+    out = pathlib.Path(args.out) / f"{stamp}-{'msgrate' if rates else 'latency'}-{args.provider}"
     out.mkdir(parents=True, exist_ok=True)
+    what = (f"{args.size}-byte tagged messages in windows of {args.window}, {args.windows} timed "
+            f"windows (after {args.warm} warm-up windows) per run" if rates else
+            f"a ping-pong of {args.size}-byte tagged messages, {args.windows} timed round trips "
+            f"(after {args.warm} warm-up ones) per run")
     text = "\n".join([
-        f"# Message rate, {args.provider}: weft vs Debian libfabric", "",
-        f"`{' '.join(sys.argv)}` — {args.size}-byte tagged messages in windows of {args.window}, "
-        f"{args.windows} timed windows (after {args.warm} warm-up windows) per run, {args.reps} "
+        f"# {'Message rate' if rates else 'Latency'}, {args.provider}: weft vs Debian libfabric", "",
+        f"`{' '.join(sys.argv)}` — {what}, {args.reps} "
         f"interleaved repetitions; server on core {cores[0]}, client on core {cores[1]}; the same "
         "binary (bench/msgrate.c, built against Debian's headers) on both libraries; every "
-        "window's data checked by the server.", "",
+        "message's sequence number checked.", "",
         f"- weft: `{loaded['weft']}` (provider {provs['weft']})",
         f"- libfabric: `{loaded['libfabric']}` (provider {provs['libfabric']})", "",
         "Messages per second at the client, millions; ratio = weft / libfabric (above 1 is "
-        "better).", ""] + rows)
+        "better). Latency (`latency`: msgrate -l, a ping-pong of single messages): one-way µs, "
+        "the median of the repetitions; below 1 is better. Floor: bench/floors/, the size's "
+        "line, median of the per-repetition samples.", ""] + rows)
     (out / "results.md").write_text(text + "\n")
     print(text)
     print(f"\nwritten to {out}")
