@@ -78,18 +78,22 @@ void endpoint::progress() noexcept {
     watch_sleepers();  // before the collect: see proto.hpp, "Waking the owner"
   }
   region_.collect_doorbells(pending_);
+  // Hot rings first, by their next slot's stamp: an empty one costs a load
+  // (the full drain's checks, of the claim's generation and state, wait for
+  // a message, or for the ring to cool, at most hot_idle_max calls later).
+  // They stay in `pending` (their bits kept) while hot.
+  for (uint32_t h = 0; h < hot_count_; ++h) {
+    const uint32_t r = hot_[h];
+    const inbound* in = in_[r].get();
+    if (in && !in->dead && in->cons.empty()) continue;
+    bool got = false;
+    drain<Lock>(r, got);
+    if (got) hot_idle_ = 0;
+  }
   pending_.drain_each([&](uint32_t r) __attribute__((always_inline)) {
     bool got = false;
     const bool empty = drain<Lock>(r, got);
-    const bool hot = hot_count_ && (pending_.keep[r / 64] >> (r % 64) & 1);
-    if (got) {
-      if (hot) {
-        hot_idle_ = 0;
-        return false;
-      }
-      return !heat(r) && empty;
-    }
-    return empty && !hot;  // a hot ring stays while it may deliver again
+    return got ? !heat(r) && empty : empty;
   });
   // Hot rings that delivered nothing for a while go back to doorbells.
   if (hot_count_ && ++hot_idle_ >= hot_idle_max) cool_all();

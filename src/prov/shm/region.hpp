@@ -93,13 +93,14 @@ struct doorbell_set {
       if (bits[static_cast<size_t>(std::countr_zero(m))]) return true;
     return false;
   }
-  // Calls f(ring) for each ring in the set, lowest first, and clears the
-  // ring when f returns true (at once: f may set rings, that one included).
+  // Calls f(ring) for each ring in the set but the hot ones (in `keep`,
+  // polled apart), lowest first, and clears the ring when f returns true
+  // (at once: f may set rings, that one included).
   template <class F>
   WEFT_ALWAYS_INLINE void drain_each(F&& f) {
     for (uint64_t m = words; m; m &= m - 1) {
       const uint32_t w = static_cast<uint32_t>(std::countr_zero(m));
-      for (uint64_t x = bits[w]; x; x &= x - 1) {
+      for (uint64_t x = bits[w] & ~keep[w]; x; x &= x - 1) {
         const int b = std::countr_zero(x);
         if (f(w * 64 + static_cast<uint32_t>(b))) bits[w] &= ~(uint64_t{1} << b);
       }
