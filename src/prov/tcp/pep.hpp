@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+// weft — the tcp passive endpoint (pep.cpp): fi_listen, FI_CONNREQ events
+// and the requests they hand to fi_endpoint or fi_reject.
+#pragma once
+
+#include "prov/tcp/conn.hpp"
+#include "util/fabric.hpp"
+#include "util/fd.hpp"
+
+#include <rdma/fi_cm.h>
+
+#include <sys/socket.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace weft::tcp {
+
+// ---- the passive endpoint (pep.cpp) ----
+
+class pep;
+
+// The handle of an FI_CONNREQ event (info->handle): the accepted socket
+// with its cm_req read, until fi_endpoint takes it or fi_reject refuses it.
+struct connreq {
+  struct fid fid;  // first: &fid converts back
+  pep* owner;
+  std::unique_ptr<conn> c;
+  bool announced = false;
+  static connreq* from(struct fid* f) noexcept { return reinterpret_cast<connreq*>(f); }
+};
+
+class pep : public util::fid_object<pep, fid_pep> {
+ public:
+  static int open(util::fabric& fab, fi_info* info, fid_pep** out, void* context) noexcept;
+  pep(util::fabric& fab, fi_info* info, void* context);
+  ~pep() override;
+
+  int close();
+  int bind(struct fid* bfid, uint64_t flags);
+  int control(int command, void* arg);
+  int getname(void* addr, size_t* addrlen);
+  int setname(const void* addr, size_t addrlen);
+  int listen();
+  int reject(struct fid* handle, const void* param, size_t len);
+  int getopt(int level, int name, void* val, size_t* len);
+
+  // fi_endpoint with info->handle == the request: the connection leaves.
+  std::unique_ptr<conn> take(connreq* r) noexcept;
+  void progress() noexcept;
+  static void progress_thunk(void* obj) noexcept { static_cast<pep*>(obj)->progress(); }
+
+ private:
+  void accept_all() noexcept;
+  void read_request(connreq& r) noexcept;
+  bool announce(connreq& r) noexcept;
+  void drop(connreq& r, const char* why) noexcept;
+  errc open_socket(const sockaddr* addr);
+
+  util::ref<util::fabric> fabric_;
+  fi_info* info_;  // owned copy, the template of every FI_CONNREQ info
+  util::unique_fd sock_;
+  util::unique_fd epoll_;
+  sockaddr_storage local_{};
+  util::ref<util::eq> eq_;
+  int backlog_ = 128;
+  bool listening_ = false;
+  std::mutex m_;
+  std::vector<std::unique_ptr<connreq>> reqs_;
+};
+
+}  // namespace weft::tcp
