@@ -78,10 +78,12 @@ void endpoint::progress() noexcept {
     watch_sleepers();  // before the collect: see proto.hpp, "Waking the owner"
   }
   region_.collect_doorbells(pending_);
-  // Hot rings first, by their next slot's stamp: an empty one costs a load
-  // (the full drain's checks, of the claim's generation and state, wait for
-  // a message, or for the ring to cool, at most hot_idle_max calls later).
-  // They stay in `pending` (their bits kept) while hot.
+  // Hot rings first, by their next slot's stamp: an empty one costs a load.
+  // The full drain's checks of the claim (a closed ring, another sender's
+  // generation) wait for a message or for the ring to cool, at most
+  // hot_idle_max calls later: only we reclaim our rings, so a closed one
+  // stays closed, not reused, until then. They stay in `pending` (their
+  // bits kept) while hot.
   for (uint32_t h = 0; h < hot_count_; ++h) {
     const uint32_t r = hot_[h];
     const inbound* in = in_[r].get();
