@@ -20,6 +20,7 @@
 
 #include "core/hot.hpp"
 #include "util/domain.hpp"
+#include "util/fast_mutex.hpp"
 #include "util/lock.hpp"
 #include "util/object.hpp"
 #include "util/progress.hpp"
@@ -129,7 +130,7 @@ class cq : public fid_object<cq, fid_cq> {
     if constexpr (std::is_same_v<Lock, null_lock>)
       return null_guard{};
     else
-      return std::unique_lock<std::mutex>{mutex_};
+      return std::unique_lock<fast_mutex>{mutex_};
   }
   struct null_guard {};
 
@@ -158,7 +159,7 @@ class cq : public fid_object<cq, fid_cq> {
   std::deque<error_record> errors_;
   size_t errors_taken_ = 0;      // errors read ahead of their ring marker
   std::vector<uint8_t> err_buf_;  // err_data returned to callers who gave none
-  std::mutex mutex_;
+  fast_mutex mutex_;
   progress_list progress_;
   wait_fd wait_;
   // Writers signal the wait object only when someone can be waiting on it:

@@ -41,6 +41,7 @@
 
 #include "core/hot.hpp"
 #include "util/cq.hpp"
+#include "util/fast_mutex.hpp"
 #include "util/lock.hpp"
 
 #include <rdma/fi_tagged.h>
@@ -342,7 +343,7 @@ class srx {
     if constexpr (std::is_same_v<Lock, null_lock>)
       return null_guard{};
     else
-      return std::unique_lock<std::mutex>{mutex_};
+      return std::unique_lock<fast_mutex>{mutex_};
   }
 
   // The source a receive posted with src_addr `src` accepts: FI_ADDR_UNSPEC
@@ -393,7 +394,7 @@ class srx {
   bool directed_;
   const class av* av_;
   const fi_ops_srx_owner* owner_ops_;
-  std::mutex mutex_;
+  fast_mutex mutex_;
   srx_pool pool_;
   rx_queue posted_msg_, posted_tag_;
   rx_queue unexp_msg_, unexp_tag_;

@@ -23,6 +23,7 @@
 #include "util/domain.hpp"
 #include "util/endpoint.hpp"
 #include "util/fabric.hpp"
+#include "util/fast_mutex.hpp"
 #include "util/fd.hpp"
 #include "util/lock.hpp"
 #include "util/rma_ops.hpp"
@@ -385,7 +386,7 @@ class endpoint : public util::endpoint_object<endpoint> {
     if constexpr (std::is_same_v<Lock, util::null_lock>)
       return 0;
     else
-      return std::unique_lock<std::recursive_mutex>{mutex_};
+      return std::unique_lock<util::fast_recursive_mutex>{mutex_};
   }
 
   // ---- peers (conn.cpp) ----
@@ -538,7 +539,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   bool enabled_ = false;
   bool want_source_ = false;
   util::progress_hook hook_;
-  std::recursive_mutex mutex_;
+  util::fast_recursive_mutex mutex_;
 
   addr_entry self_{};
   sender_identity me_{};  // what our claims in peers' regions record
