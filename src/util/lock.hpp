@@ -3,9 +3,9 @@
 // opened, from the domain's threading model; the data path never asks.
 #pragma once
 
-#include <rdma/fabric.h>
+#include "util/fast_mutex.hpp"
 
-#include <mutex>
+#include <rdma/fabric.h>
 
 namespace weft::util {
 
@@ -16,9 +16,10 @@ struct null_lock {
   bool try_lock() noexcept { return true; }
 };
 
-// FI_THREAD_SAFE and the models where threads share an object.
+// FI_THREAD_SAFE and the models where threads share an object
+// (fast_mutex.hpp says why not std::mutex).
 struct mutex_lock {
-  std::mutex m;
+  fast_mutex m;
   void lock() { m.lock(); }
   void unlock() noexcept { m.unlock(); }
   bool try_lock() noexcept { return m.try_lock(); }

@@ -147,14 +147,14 @@ class endpoint : public util::endpoint_object<endpoint> {
     if constexpr (std::is_same_v<Lock, util::null_lock>)
       return 0;
     else
-      return std::unique_lock<std::mutex>{lock_.m};
+      return std::unique_lock<util::fast_mutex>{lock_.m};
   }
   template <class Lock>
   auto aux_guard() noexcept {
     if constexpr (std::is_same_v<Lock, util::null_lock>)
       return 0;
     else
-      return std::unique_lock<std::mutex>{aux_.m};
+      return std::unique_lock<util::fast_mutex>{aux_.m};
   }
 
   // Calls f.template operator()<Lock>() with the endpoint's lock policy.

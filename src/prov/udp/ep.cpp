@@ -174,7 +174,7 @@ int endpoint::setname(const void* addr, size_t addrlen) {
 }
 
 ssize_t endpoint::cancel(void* context) {
-  auto g = std::unique_lock<std::mutex>{lock_.m, std::defer_lock};
+  auto g = std::unique_lock<util::fast_mutex>{lock_.m, std::defer_lock};
   if (locked_) g.lock();
   for (uint64_t i = rx_head_; i != rx_tail_; ++i) {
     rx_entry& e = rx_[i & rx_mask_];

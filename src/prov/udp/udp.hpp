@@ -100,7 +100,7 @@ class endpoint : public util::endpoint_object<endpoint> {
     if constexpr (std::is_same_v<Lock, util::null_lock>)
       return 0;
     else
-      return std::unique_lock<std::mutex>{lock_.m};
+      return std::unique_lock<util::fast_mutex>{lock_.m};
   }
   template <class Lock>
   void complete_recv(rx_entry& e, void* buf, size_t len, const sockaddr_storage& from,
