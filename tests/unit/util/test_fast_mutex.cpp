@@ -48,6 +48,17 @@ bool blocks_while_held(M& m) {
   return !early && got.load();
 }
 
+// Whether another thread can take `m` now (it lets go at once if it can).
+template <class M>
+bool another_thread_gets(M& m) {
+  bool got = false;
+  std::thread([&] {
+    got = m.try_lock();
+    if (got) m.unlock();
+  }).join();
+  return got;
+}
+
 }  // namespace
 
 TEST(fast_mutex, excludes_under_contention) {
@@ -71,15 +82,9 @@ TEST(fast_mutex, a_contended_locker_waits_for_the_holder) {
 TEST(fast_mutex, try_lock_fails_while_another_holds_it) {
   fast_mutex m;
   m.lock();
-  bool got = true;
-  std::thread([&] { got = m.try_lock(); }).join();
-  EXPECT_FALSE(got);
+  EXPECT_FALSE(another_thread_gets(m));
   m.unlock();
-  std::thread([&] {
-    got = m.try_lock();
-    if (got) m.unlock();
-  }).join();
-  EXPECT_TRUE(got);
+  EXPECT_TRUE(another_thread_gets(m));
 }
 
 TEST(fast_recursive_mutex, the_holder_reenters_and_others_wait_for_the_last_unlock) {
@@ -87,19 +92,12 @@ TEST(fast_recursive_mutex, the_holder_reenters_and_others_wait_for_the_last_unlo
   m.lock();
   m.lock();
   EXPECT_TRUE(m.try_lock());  // a third level
-  bool got = true;
-  std::thread([&] { got = m.try_lock(); }).join();
-  EXPECT_FALSE(got);
+  EXPECT_FALSE(another_thread_gets(m));
   m.unlock();
   m.unlock();
-  std::thread([&] { got = m.try_lock(); }).join();
-  EXPECT_FALSE(got) << "released before the outermost unlock";
+  EXPECT_FALSE(another_thread_gets(m)) << "released before the outermost unlock";
   m.unlock();
-  std::thread([&] {
-    got = m.try_lock();
-    if (got) m.unlock();
-  }).join();
-  EXPECT_TRUE(got);
+  EXPECT_TRUE(another_thread_gets(m));
 }
 
 TEST(fast_recursive_mutex, excludes_under_contention_with_nesting) {
