@@ -52,8 +52,8 @@ class fast_mutex {
   std::atomic<uint32_t> state_{0};
 };
 
-// The same, re-entered by the thread that holds it (the shm endpoint's
-// lock: the receive engine calls back into the endpoint that called it).
+// The same, which the thread holding it may take again (the shm endpoint's
+// lock, as std::recursive_mutex was before it).
 class fast_recursive_mutex {
  public:
   void lock() noexcept {

@@ -32,7 +32,8 @@ uint64_t hammer(M& m, int threads, int rounds, Section section) {
   return count;
 }
 
-// Tells whether `locker` got the lock within `ms` while this thread holds it.
+// True when another thread that locks `m` while we hold it waits (past the
+// spin, asleep) and gets it once we let go.
 template <class M>
 bool blocks_while_held(M& m) {
   std::atomic<bool> got{false};
