@@ -14,7 +14,7 @@ echo "== fi_info -p udp"
 build/tools/fi_info -p udp
 echo
 echo "== fi_pingpong -p udp: server and client in two processes"
-port=$((30000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 20000))  # below the ephemeral ports (32768 on)
 log=$(mktemp)
 taskset -c 0 build/tools/fi_pingpong -p udp -e dgram -B $port -I 1000 -S all >"$log" 2>&1 &
 server=$!

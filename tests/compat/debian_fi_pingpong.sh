@@ -21,19 +21,32 @@ for bin in "$deb" "$ours"; do
     echo "FAIL: $bin would load $resolved, not weft's $lib/libfabric.so.1"; exit 1
   fi
 done
-port=$((20000 + RANDOM % 20000))
+# fi_pingpong's out-of-band port: below the kernel's ephemeral range, where
+# the connections of tests running alongside take theirs (a port picked
+# inside it was once taken by one: "Address already in use"), and picked
+# again if something holds it anyway.
+ephemeral_low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+[ "$ephemeral_low" -gt 12000 ] 2>/dev/null || ephemeral_low=32768
 
 pair() { # server client provider endpoint mode
   local server=$1 client=$2 prov=$3 ep=$4 mode=$5
-  port=$((port + 1))
   local args=(-p "$prov" -e "$ep" -m "$mode" -I 20 -S all -c)
-  LD_LIBRARY_PATH=$lib timeout 60 "$server" "${args[@]}" -B $port >/tmp/weft-pp-server.$$ 2>&1 &
-  local spid=$!
-  sleep 0.3
-  LD_LIBRARY_PATH=$lib timeout 60 "$client" "${args[@]}" -P $port 127.0.0.1 >/tmp/weft-pp-client.$$ 2>&1
-  local crc=$?
-  wait $spid
-  local src=$?
+  local attempt crc src
+  for attempt in 1 2 3; do
+    local port=$((10000 + RANDOM % (ephemeral_low - 10000)))
+    LD_LIBRARY_PATH=$lib timeout 60 "$server" "${args[@]}" -B $port >/tmp/weft-pp-server.$$ 2>&1 &
+    local spid=$!
+    sleep 0.3
+    LD_LIBRARY_PATH=$lib timeout 60 "$client" "${args[@]}" -P $port 127.0.0.1 >/tmp/weft-pp-client.$$ 2>&1
+    crc=$?
+    wait $spid
+    src=$?
+    if [ $src -ne 0 ] && [ $attempt -lt 3 ] && grep -q "Address already in use" /tmp/weft-pp-server.$$; then
+      echo "note: port $port in use, another one"
+      continue
+    fi
+    break
+  done
   local name="$(basename "$(dirname "$server")")/$(basename "$server") <- $(basename "$(dirname "$client")")/$(basename "$client") $prov $ep $mode"
   if [ $crc -eq 0 ] && [ $src -eq 0 ] && grep -q "usec/xfer" /tmp/weft-pp-client.$$; then
     pass=$((pass + 1)); echo "ok: $name"
