@@ -137,6 +137,55 @@ struct rdm_fixture : testing::Test {
   std::vector<void*> seen;  // contexts completed while waiting for others
 };
 
+// Frame headers read from the socket `fd` through `r` (payloads skipped),
+// until `want` arrived, the stream ended (*ended, when given), a frame was
+// malformed, or 5 s passed; `poll` (the endpoint's progress) runs before
+// each non-blocking read. `r` may carry a frame over from an earlier call.
+inline std::vector<frame> read_frames(int fd, frame_reader& r, size_t want,
+                                      const std::function<void()>& poll, bool* ended = nullptr) {
+  std::vector<frame> out;
+  char buf[4096];
+  if (ended) *ended = false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (out.size() < want && std::chrono::steady_clock::now() < deadline) {
+    poll();
+    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+      if (ended) *ended = true;
+      return out;
+    }
+    if (n < 0) continue;
+    size_t off = 0;
+    while (off < static_cast<size_t>(n)) {
+      auto res = r.feed(buf + off, n - off);
+      off += res.used;
+      if (res.st == frame_reader::status::header) {
+        out.push_back(r.current());
+        if (r.payload_left()) r.discard_rest();
+      }
+      if (res.st == frame_reader::status::error) return out;
+    }
+  }
+  return out;
+}
+
+// A listening TCP socket on 127.0.0.1 (a port the kernel picks), its
+// address in `at`; -1 (and a test failure) if it cannot be made.
+inline int loopback_listener(sockaddr_in& at, int backlog = 4) {
+  int l = ::socket(AF_INET, SOCK_STREAM, 0);
+  at = sockaddr_in{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof at;
+  if (l < 0 || ::bind(l, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0 ||
+      ::listen(l, backlog) != 0 || ::getsockname(l, reinterpret_cast<sockaddr*>(&at), &len) != 0) {
+    ADD_FAILURE() << "no loopback listener: " << std::strerror(errno);
+    if (l >= 0) ::close(l);
+    return -1;
+  }
+  return l;
+}
+
 // A blocking TCP socket connected to `to`, and frames written by hand.
 struct raw_peer {
   int fd = -1;
@@ -172,31 +221,8 @@ struct raw_peer {
   // endpoint's progress) in between: the frames seen, and whether the
   // stream ended.
   std::vector<frame> read_until_eof(const std::function<void()>& poll, bool* ended) {
-    std::vector<frame> out;
     frame_reader r;
-    char buf[4096];
-    *ended = false;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < deadline) {
-      poll();
-      ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-      if (n == 0 || (n < 0 && errno == ECONNRESET)) {
-        *ended = true;
-        return out;
-      }
-      if (n < 0) continue;
-      size_t off = 0;
-      while (off < static_cast<size_t>(n)) {
-        auto res = r.feed(buf + off, n - off);
-        off += res.used;
-        if (res.st == frame_reader::status::header) {
-          out.push_back(r.current());
-          if (r.payload_left()) r.discard_rest();
-        }
-        if (res.st == frame_reader::status::error) return out;
-      }
-    }
-    return out;
+    return read_frames(fd, r, SIZE_MAX, poll, ended);
   }
 };
 

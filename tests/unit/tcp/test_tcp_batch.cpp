@@ -225,14 +225,9 @@ class batch_msg : public testing::Test {
     ASSERT_EQ(fi_ep_bind(ep, &eq->fid, 0), 0);
     ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
     ASSERT_EQ(fi_enable(ep), 0);
-    listener = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in at{};
-    at.sin_family = AF_INET;
-    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
-    ASSERT_EQ(::listen(listener, 1), 0);
-    socklen_t len = sizeof at;
-    ::getsockname(listener, reinterpret_cast<sockaddr*>(&at), &len);
+    sockaddr_in at;
+    listener = loopback_listener(at, 1);
+    ASSERT_GE(listener, 0);
     ASSERT_EQ(fi_connect(ep, &at, nullptr, 0), 0);
     peer = ::accept(listener, nullptr, nullptr);
     ASSERT_GE(peer, 0);
@@ -261,25 +256,10 @@ class batch_msg : public testing::Test {
   // 5 s passed, driving the endpoint's progress in between (the connection
   // request leaves once the TCP connection is up); payloads are skipped.
   std::vector<frame> read(size_t want) {
-    std::vector<frame> out;
-    char buf[256];
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (out.size() < want && std::chrono::steady_clock::now() < deadline) {
+    return read_frames(peer, reader, want, [this] {
       fi_cq_entry none;
       fi_cq_read(cq, &none, 0);
-      ssize_t n = ::recv(peer, buf, sizeof buf, MSG_DONTWAIT);
-      if (n == 0) break;
-      for (size_t off = 0; n > 0 && off < static_cast<size_t>(n);) {
-        auto r = reader.feed(buf + off, n - off);
-        off += r.used;
-        if (r.st == frame_reader::status::header) {
-          out.push_back(reader.current());
-          if (reader.payload_left()) reader.discard_rest();
-        }
-        if (r.st == frame_reader::status::error) return out;
-      }
-    }
-    return out;
+    });
   }
 
   fi_info* info = nullptr;

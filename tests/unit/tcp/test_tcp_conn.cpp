@@ -213,14 +213,9 @@ TEST_F(tcp_pool, a_full_transmit_pool_is_eagain) {
   fid_ep* ea = open_ep(&a);
   ASSERT_EQ(info->tx_attr->size, 8u);
   // A listener that never answers: nothing leaves, everything queues.
-  int l = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sin{};
-  sin.sin_family = AF_INET;
-  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&sin), sizeof sin), 0);
-  ASSERT_EQ(::listen(l, 4), 0);
-  socklen_t len = sizeof sin;
-  ::getsockname(l, reinterpret_cast<sockaddr*>(&sin), &len);
+  sockaddr_in sin;
+  int l = loopback_listener(sin, 4);
+  ASSERT_GE(l, 0);
   fi_addr_t mute;
   ASSERT_EQ(fi_av_insert(av, &sin, 1, &mute, 0, nullptr), 1);
   int queued = 0;
