@@ -164,12 +164,8 @@ fi_addr_t srx::report(fi_addr_t src) const noexcept {
 template <class Lock>
 ssize_t srx::post_msg(const iovec* iov, void** desc, size_t count, fi_addr_t src, void* context,
                       uint64_t flags) noexcept {
-  if (count > srx_entry::max_iov || (count && !iov) || !iov_bases_ok(iov, count)) {
-    WEFT_WARN(prov_, FI_LOG_EP_DATA,
-              "receive with %zu iovecs (at most %zu, non-null, no null buffer with a length)",
-              count, srx_entry::max_iov);
+  if (iov_refused(prov_, "receive", iov, count, srx_entry::max_iov))
     return to_fi(errc::inval);
-  }
   if (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) {
     WEFT_WARN(prov_, FI_LOG_EP_DATA, "FI_PEEK/FI_CLAIM/FI_DISCARD apply to tagged receives");
     return to_fi(errc::badflags);
@@ -206,13 +202,8 @@ ssize_t srx::post_tag(const iovec* iov, void** desc, size_t count, fi_addr_t src
   }
   // Peeks and discards ignore the buffers (fi_tagged(3)).
   if (flags & (FI_PEEK | FI_DISCARD)) count = 0;
-  if (count > srx_entry::max_iov || (count && !iov) || !iov_bases_ok(iov, count)) {
-    WEFT_WARN(prov_, FI_LOG_EP_DATA,
-              "tagged receive with %zu iovecs (at most %zu, non-null, no null buffer with a "
-              "length)",
-              count, srx_entry::max_iov);
+  if (iov_refused(prov_, "tagged receive", iov, count, srx_entry::max_iov))
     return to_fi(errc::inval);
-  }
   if (!(flags & (FI_PEEK | FI_CLAIM)) && count <= 1) {
     ssize_t rc = post_one<Lock>(iov, desc, count, src, tag, ignore, context,
                                 recv_tag | (flags & FI_COMPLETION), true);

@@ -269,12 +269,8 @@ template <class Lock>
 ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* context,
                        uint64_t flags, uint64_t tag, uint64_t data) noexcept {
   auto* prov = &provider();
-  if (count > max_iov || (count && !iov) || !util::iov_bases_ok(iov, count)) {
-    WEFT_WARN(prov, FI_LOG_EP_DATA,
-              "send with %zu iovecs (at most %zu, non-null, no null buffer with a length)", count,
-              max_iov);
+  if (util::iov_refused(prov, "send", iov, count, max_iov))
     return to_fi(errc::inval);
-  }
   uint64_t len = 0;
   for (size_t i = 0; i < count; ++i) {
     if (iov[i].iov_len > max_msg - len) {

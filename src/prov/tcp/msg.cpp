@@ -186,12 +186,8 @@ const fi_ops_srx_peer* endpoint::peer_table(bool locked) noexcept {
 template <class Lock, bool Rdm>
 ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* context,
                        uint64_t flags, uint64_t tag, uint64_t data) noexcept {
-  if (count > max_iov || (count && !iov) || !util::iov_bases_ok(iov, count)) {
-    WEFT_WARN(&provider(), FI_LOG_EP_DATA,
-              "send with %zu iovecs (at most %zu, non-null, no null buffer with a length)", count,
-              max_iov);
+  if (util::iov_refused(&provider(), "send", iov, count, max_iov))
     return to_fi(errc::inval);
-  }
   size_t len = util::iov_total(iov, count);
   if (len > max_msg_ || ((flags & FI_INJECT) && len > inject_size)) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send of %zu bytes exceeds %s %zu", len,

@@ -113,12 +113,8 @@ template const fi_ops_msg* endpoint::msg_table<util::mutex_lock>() noexcept;
 template <class Lock>
 ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* context,
                        uint64_t flags) noexcept {
-  if (count > max_iov || (count && !iov) || !util::iov_bases_ok(iov, count)) {
-    WEFT_WARN(&provider(), FI_LOG_EP_DATA,
-              "send with %zu iovecs (at most %zu, non-null, no null buffer with a length)", count,
-              max_iov);
+  if (util::iov_refused(&provider(), "send", iov, count, max_iov))
     return to_fi(errc::inval);
-  }
   size_t len = util::iov_total(iov, count);
   if (len > max_msg_) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send of %zu bytes exceeds max_msg_size %zu", len,
@@ -172,12 +168,8 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
 template <class Lock>
 ssize_t endpoint::post_recv(const iovec* iov, size_t count, void* context,
                             uint64_t flags) noexcept {
-  if (count > max_iov || (count && !iov) || !util::iov_bases_ok(iov, count)) {
-    WEFT_WARN(&provider(), FI_LOG_EP_DATA,
-              "receive with %zu iovecs (at most %zu, non-null, no null buffer with a length)",
-              count, max_iov);
+  if (util::iov_refused(&provider(), "receive", iov, count, max_iov))
     return to_fi(errc::inval);
-  }
   if ((flags & FI_MULTI_RECV) && count != 1) return to_fi(errc::inval);
   {
     [[maybe_unused]] auto g = guard<Lock>();
