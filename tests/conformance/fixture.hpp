@@ -85,6 +85,21 @@ class provider_test : public testing::TestWithParam<config> {
     EXPECT_EQ(fi_av_insert(av, name, 1, self, 0, nullptr), 1);
     return ep;
   }
+  // The usual pair: one CQ, the AV, and two endpoints on them (their
+  // fi_addrs in a and b).
+  struct two_eps {
+    fid_cq* cq;
+    fid_ep* ea;
+    fid_ep* eb;
+    fi_addr_t a, b;
+  };
+  two_eps open_two_eps() {
+    two_eps t{open_cq(), nullptr, nullptr, FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL};
+    open_av();
+    t.ea = open_ep(t.cq, &t.a);
+    t.eb = open_ep(t.cq, &t.b);
+    return t;
+  }
   // Reads one completion within a few seconds; -FI_EAVAIL and friends are
   // returned, never waited through.
   template <class Entry>

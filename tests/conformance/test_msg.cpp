@@ -14,11 +14,7 @@ class source : public provider_test {
 };
 
 TEST_P(msg, send_and_receive_every_form) {
-  fid_cq* cq = open_cq();
-  open_av();
-  fi_addr_t a, b;
-  fid_ep* ea = open_ep(cq, &a);
-  fid_ep* eb = open_ep(cq, &b);
+  auto [cq, ea, eb, a, b] = open_two_eps();
   ASSERT_TRUE(ea && eb);
   char rbuf[64];
   fi_context rctx, sctx;
@@ -63,11 +59,7 @@ TEST_P(msg, send_and_receive_every_form) {
 }
 
 TEST_P(msg, scatter_receive) {
-  fid_cq* cq = open_cq();
-  open_av();
-  fi_addr_t a, b;
-  fid_ep* ea = open_ep(cq, &a);
-  fid_ep* eb = open_ep(cq, &b);
+  auto [cq, ea, eb, a, b] = open_two_eps();
   char p1[3], p2[64] = {};
   iovec riov[2] = {{p1, sizeof p1}, {p2, sizeof p2}};
   ASSERT_EQ(fi_recvv(eb, riov, nullptr, 2, FI_ADDR_UNSPEC, nullptr), 0);
@@ -83,11 +75,7 @@ TEST_P(msg, scatter_receive) {
 // first ones on a fresh pair are sent before any connection exists, so a
 // connection-oriented provider queues them and keeps what an inject sent.
 TEST_P(msg, zero_byte_messages_from_null_buffers) {
-  fid_cq* cq = open_cq();
-  open_av();
-  fi_addr_t a, b;
-  fid_ep* ea = open_ep(cq, &a);
-  fid_ep* eb = open_ep(cq, &b);
+  auto [cq, ea, eb, a, b] = open_two_eps();
   ASSERT_TRUE(ea && eb);
   fi_context r1, r2, s2;
   ASSERT_EQ(fi_recv(eb, nullptr, 0, nullptr, FI_ADDR_UNSPEC, &r1), 0);
@@ -114,11 +102,7 @@ TEST_P(msg, zero_byte_messages_from_null_buffers) {
 // (a provider copying in user space would otherwise fault on it, later and
 // inside progress), and the endpoint goes on working.
 TEST_P(msg, null_buffer_with_a_length_is_refused) {
-  fid_cq* cq = open_cq();
-  open_av();
-  fi_addr_t a, b;
-  fid_ep* ea = open_ep(cq, &a);
-  fid_ep* eb = open_ep(cq, &b);
+  auto [cq, ea, eb, a, b] = open_two_eps();
   ASSERT_TRUE(ea && eb);
   fi_context ctx;
   EXPECT_EQ(fi_recv(eb, nullptr, 8, nullptr, FI_ADDR_UNSPEC, &ctx), -FI_EINVAL);
@@ -147,11 +131,7 @@ TEST_P(msg, null_buffer_with_a_length_is_refused) {
 }
 
 TEST_P(source, address_of_a_receive) {
-  fid_cq* cq = open_cq();
-  open_av();
-  fi_addr_t a, b;
-  fid_ep* ea = open_ep(cq, &a);
-  fid_ep* eb = open_ep(cq, &b);
+  auto [cq, ea, eb, a, b] = open_two_eps();
   char buf[8];
   ASSERT_EQ(fi_recv(eb, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
   ASSERT_EQ(fi_inject(ea, "x", 1, b), 0);
@@ -162,11 +142,7 @@ TEST_P(source, address_of_a_receive) {
 }
 
 TEST_P(msg, truncation_is_an_error_completion) {
-  fid_cq* cq = open_cq();
-  open_av();
-  fi_addr_t a, b;
-  fid_ep* ea = open_ep(cq, &a);
-  fid_ep* eb = open_ep(cq, &b);
+  auto [cq, ea, eb, a, b] = open_two_eps();
   char small[4];
   fi_context ctx;
   ASSERT_EQ(fi_recv(eb, small, sizeof small, nullptr, FI_ADDR_UNSPEC, &ctx), 0);
@@ -345,11 +321,7 @@ class multi_recv : public provider_test {
 
 TEST_P(multi_recv, fills_one_buffer) {
   ASSERT_TRUE(info->caps & FI_MULTI_RECV);
-  fid_cq* cq = open_cq();
-  open_av();
-  fi_addr_t a, b;
-  fid_ep* ea = open_ep(cq, &a);
-  fid_ep* eb = open_ep(cq, &b);
+  auto [cq, ea, eb, a, b] = open_two_eps();
   size_t min = 16;
   ASSERT_EQ(fi_setopt(&eb->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof min), 0);
   char big[30];  // 10 + 10 leaves 10 < 16: the second receive releases it
