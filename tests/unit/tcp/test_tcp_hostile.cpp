@@ -120,29 +120,8 @@ TEST_F(hostile, a_message_before_hello_closes_the_connection) {
 // Reads frames until `want` arrived (or 5 s passed, or the stream ended).
 std::vector<frame> read_frames(raw_peer& p, const std::function<void()>& poll, size_t want,
                                bool* ended) {
-  std::vector<frame> out;
   frame_reader r;
-  char buf[4096];
-  *ended = false;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (out.size() < want && std::chrono::steady_clock::now() < deadline) {
-    poll();
-    ssize_t n = ::recv(p.fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno == ECONNRESET)) {
-      *ended = true;
-      return out;
-    }
-    for (size_t off = 0; n > 0 && off < static_cast<size_t>(n);) {
-      auto res = r.feed(buf + off, n - off);
-      off += res.used;
-      if (res.st == frame_reader::status::header) {
-        out.push_back(r.current());
-        if (r.payload_left()) r.discard_rest();
-      }
-      if (res.st == frame_reader::status::error) return out;
-    }
-  }
-  return out;
+  return tcp_test::read_frames(p.fd, r, want, poll, ended);
 }
 
 TEST_F(hostile, rma_outside_any_registration_is_refused_and_the_connection_stays) {

@@ -293,25 +293,8 @@ frame hello_naming(const sockaddr_in& sin) {
 // Frames arriving on `fd` until `want` of them (5 s at most), `poll` run
 // in between; payloads are skipped.
 std::vector<frame> frames_from(int fd, const std::function<void()>& poll, size_t want) {
-  std::vector<frame> out;
   frame_reader r;
-  char buf[4096];
-  auto deadline = clock_type::now() + std::chrono::seconds(5);
-  while (out.size() < want && clock_type::now() < deadline) {
-    poll();
-    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) break;
-    for (size_t off = 0; n > 0 && off < static_cast<size_t>(n);) {
-      auto res = r.feed(buf + off, n - off);
-      off += res.used;
-      if (res.st == frame_reader::status::header) {
-        out.push_back(r.current());
-        if (r.payload_left()) r.discard_rest();
-      }
-      if (res.st == frame_reader::status::error) return out;
-    }
-  }
-  return out;
+  return read_frames(fd, r, want, poll);
 }
 
 class tcp_restart : public rdm_fixture {
