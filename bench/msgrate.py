@@ -35,6 +35,17 @@ LINE = re.compile(r"^msgrate (\S+) .*: ([\d.]+) msg/s$", re.M)
 LAT_LINE = re.compile(r"^latency (\S+) .*: ([\d.]+) us one-way$", re.M)
 # Windows per run: enough for ~0.5 s at the rates these providers reach here.
 DEFAULT_WINDOWS = {"shm": 20000, "tcp": 3000}
+RING_LAYOUT_FLOOR = "shm_ring_pingpong.c"
+
+
+def run_layouts(exe, argv):
+    """One run of shm_ring_pingpong: {layout: one-way µs}."""
+    r = subprocess.run([str(exe)] + [str(a) for a in argv], capture_output=True, text=True,
+                       timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"{exe} failed:\n{r.stdout}{r.stderr}")
+    return {name: float(value) for name, value in
+            (line.split() for line in r.stdout.splitlines()[1:])}
 
 
 def run(exe, libdir, args, op):
@@ -96,11 +107,18 @@ def main():
             sys.exit("both runs would load the same library")
         samples, provs, floor = {}, {}, []
         floor_exe = build_floor(LATENCY_FLOORS.get(args.provider)) if "latency" in ops else None
+        # shm: also what the ring layout alone costs (bench/floors/shm_ring_pingpong.c)
+        layout_exe = (build_floor(RING_LAYOUT_FLOOR)
+                      if "latency" in ops and args.provider == "shm" else None)
+        layouts = {}
         cores = args.cores.split(",")
         for rep in range(args.reps):
             if floor_exe:   # it moves with where the virtual CPUs land: sample every round
                 argv = [args.windows, cores[0], cores[1]] if args.provider == "shm" else [args.windows]
                 floor.append(run_floor(floor_exe, argv).get(args.size))
+            if layout_exe:
+                for name, value in run_layouts(layout_exe, [args.windows, cores[0], cores[1]]).items():
+                    layouts.setdefault(name, []).append(value)
             for op in ops:
                 for name, libdir in libs.items():   # interleaved: weft, libfabric, ...
                     prov, rate = run(exe, libdir, args, op)
@@ -111,6 +129,8 @@ def main():
         os.unlink(exe)
         if "latency" in ops and floor_exe:
             floor_exe.unlink(missing_ok=True)
+        if "latency" in ops and layout_exe:
+            layout_exe.unlink(missing_ok=True)
 
     def med(op, name):
         return statistics.median(samples[(op, name)])
@@ -142,6 +162,13 @@ def main():
                  "| floor µs | floor min–max | weft / floor |",
                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
                  f"| {args.size} B, fi_tinject | {w:.3f} | {l:.3f} | {w / l:.2f} | {ws} | {ls} " + ftext]
+        if layouts:
+            rows += ["", "What the ring layout alone costs (bench/floors/shm_ring_pingpong.c, 8 B, "
+                     "no provider work; median of the per-repetition samples):", "",
+                     "| layout | µs | min–max | weft / layout |", "| --- | ---: | ---: | ---: |"]
+            for name, v in layouts.items():
+                m = statistics.median(v)
+                rows.append(f"| {name} | {m:.3f} | {min(v):.3f}–{max(v):.3f} | {w / m:.2f} |")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = pathlib.Path(args.out) / f"{stamp}-{'msgrate' if rates else 'latency'}-{args.provider}"
     out.mkdir(parents=True, exist_ok=True)
