@@ -257,6 +257,7 @@ ssize_t endpoint::send_one(const void* buf, size_t len, fi_addr_t dest, void* co
   if (errc e = c->prod.try_send(f, buf, len); e != errc::ok) [[unlikely]]
     return ring_full<Lock>(*c, e);
   c->full_ns = 0;
+  if constexpr (std::is_same_v<Lock, util::null_lock>) reply_slot_ = c->prod.next_slot();
   ring(*c);
   if (completion)
     cq->write<Lock>({context, FI_SEND | (tagged ? FI_TAGGED : FI_MSG), 0, nullptr, 0, 0,

@@ -4,6 +4,7 @@
 // (util::srx, whose peer this endpoint is); the engine's start/discard
 // callbacks finish messages that were unexpected.
 #include "core/log.hpp"
+#include "core/prefetch.hpp"
 #include "prov/shm/shm.hpp"
 
 #include <algorithm>
@@ -196,6 +197,15 @@ bool endpoint::drain(uint32_t r, bool& got) noexcept {
     if (v.fields.op == proto::op_inline && srx_) [[likely]] {
       // A small message and a receive posted for it, in our own engine:
       // the per-message path, without handle's dispatch.
+      //
+      // Its answer, if it gets one, likely goes where our last one went
+      // (reply_slot_): that line is asked for now, to arrive while this one
+      // is delivered. Only without locks: measured in a ping-pong, the hint
+      // takes 0.185 us to 0.155 under FI_THREAD_DOMAIN, but 0.23 to 0.28
+      // under FI_THREAD_SAFE, wherever it is placed. The lock instructions
+      // seem to wait for the line, and the peer's polling takes it back
+      // before the answer is written.
+      if constexpr (std::is_same_v<Lock, util::null_lock>) prefetch_for_write(reply_slot_, prefetchw_);
       const bool tagged = v.fields.flags & proto::flag_tagged;
       const fi_addr_t src = want_source_ ? source_of(*in) : FI_ADDR_NOTAVAIL;
       if (util::srx_entry* p = srx_->take_posted<Lock>(src, v.fields.tag, tagged)) {

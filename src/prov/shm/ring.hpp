@@ -162,6 +162,9 @@ class ring_producer {
   // The largest payload this ring can carry at all (when empty).
   size_t max_payload() const noexcept { return max_payload_; }
   uint64_t position() const noexcept { return tail_; }
+  // Where the next message's header goes (for a prefetch hint only: the
+  // ring may be full, or gone by the time the hint is used).
+  const std::byte* next_slot() const noexcept { return slots_ + (tail_ & mask_) * proto::slot_bytes; }
 
   // Reserves slots for a message of `size` payload bytes. errc::again: not
   // enough room now; errc::msgsize: never fits; errc::io: the consumer's

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "core/hot.hpp"
+#include "core/prefetch.hpp"
 #include "prov/shm/peer.hpp"
 #include "prov/shm/proto.hpp"
 #include "prov/shm/region.hpp"
@@ -591,6 +592,15 @@ class endpoint : public util::endpoint_object<endpoint> {
   uint32_t hot_idle_ = 0;
   uint32_t sweep_countdown_ = sweep_every;
   uint64_t last_sweep_ns_ = 0;
+  // The next slot of the ring the last small send went to (kept without
+  // locks only: progress.cpp says why). A small message
+  // that arrives is often answered there (a ping-pong, a request and its
+  // reply): progress prefetches that line for writing as it starts
+  // delivering, so the line's transfer from the peer (who polls it) overlaps
+  // the delivery instead of stalling the reply's store. Only a hint: a
+  // prefetch never faults, so a stale pointer costs nothing but the hint.
+  const std::byte* reply_slot_ = nullptr;
+  const bool prefetchw_ = cpu_has_prefetchw();
 };
 
 bool is_class_ep(const fid* f) noexcept;
