@@ -44,10 +44,10 @@ class provider_test : public testing::TestWithParam<config> {
   }
   void TearDown() override {
     for (auto it = eps.rbegin(); it != eps.rend(); ++it) EXPECT_EQ(fi_close(&(*it)->fid), 0);
-    if (av) EXPECT_EQ(fi_close(&av->fid), 0);
+    if (av) { EXPECT_EQ(fi_close(&av->fid), 0); }
     for (fid_cq* c : cqs) EXPECT_EQ(fi_close(&c->fid), 0);
-    if (domain) EXPECT_EQ(fi_close(&domain->fid), 0);
-    if (fabric) EXPECT_EQ(fi_close(&fabric->fid), 0);
+    if (domain) { EXPECT_EQ(fi_close(&domain->fid), 0); }
+    if (fabric) { EXPECT_EQ(fi_close(&fabric->fid), 0); }
     fi_freeinfo(info);
     fi_freeinfo(hints);
   }
@@ -154,10 +154,10 @@ struct side {
     EXPECT_EQ(fi_av_insert(av, peer_name, 1, &peer, 0, nullptr), 1);
   }
   ~side() {
-    if (ep) EXPECT_EQ(fi_close(&ep->fid), 0);
-    if (av) EXPECT_EQ(fi_close(&av->fid), 0);
-    if (cq) EXPECT_EQ(fi_close(&cq->fid), 0);
-    if (dom) EXPECT_EQ(fi_close(&dom->fid), 0);
+    if (ep) { EXPECT_EQ(fi_close(&ep->fid), 0); }
+    if (av) { EXPECT_EQ(fi_close(&av->fid), 0); }
+    if (cq) { EXPECT_EQ(fi_close(&cq->fid), 0); }
+    if (dom) { EXPECT_EQ(fi_close(&dom->fid), 0); }
   }
   // Sends and drives this side's progress until the send completes.
   ssize_t send(const void* buf, size_t len) {

@@ -608,9 +608,9 @@ TEST_P(atomic_ops, counters_count_by_family) {
     fid_ep *x = nullptr, *y = nullptr;
     ~objects() {
       for (fid_ep* e : {x, y})
-        if (e) EXPECT_EQ(fi_close(&e->fid), 0);
+        if (e) { EXPECT_EQ(fi_close(&e->fid), 0); }
       for (fid_cntr* k : c)
-        if (k) EXPECT_EQ(fi_close(&k->fid), 0);
+        if (k) { EXPECT_EQ(fi_close(&k->fid), 0); }
     }
   } o;
   fi_cntr_attr ca{};

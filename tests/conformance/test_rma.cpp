@@ -98,7 +98,7 @@ TEST_P(rma, write_then_read_back_every_size) {
     ASSERT_EQ(r, 0);
     ASSERT_EQ(wait_for(&ctx), 1);
     EXPECT_EQ(last.flags, FI_RMA | FI_WRITE);
-    if (len) EXPECT_EQ(std::memcmp(target.data() + 32, src.data(), len), 0);
+    if (len) { EXPECT_EQ(std::memcmp(target.data() + 32, src.data(), len), 0); }
     for (size_t i = 0; i < 32; ++i) ASSERT_EQ(target[i], 0);
     for (size_t i = 32 + len; i < target.size(); ++i) ASSERT_EQ(target[i], 0);
     do r = fi_read(a, back.data(), len, nullptr, fb, base + 32, key, &ctx);
@@ -106,7 +106,7 @@ TEST_P(rma, write_then_read_back_every_size) {
     ASSERT_EQ(r, 0);
     ASSERT_EQ(wait_for(&ctx), 1);
     EXPECT_EQ(last.flags, FI_RMA | FI_READ);
-    if (len) EXPECT_EQ(std::memcmp(back.data(), src.data(), len), 0);
+    if (len) { EXPECT_EQ(std::memcmp(back.data(), src.data(), len), 0); }
   }
 }
 
@@ -372,7 +372,7 @@ TEST_P(rma, every_mr_mode_a_client_asks_for_works) {
     ASSERT_EQ(fi_mr_reg(dom, src.data(), src.size(), FI_WRITE, 0, 22, 0, &smr, nullptr), 0);
     uint64_t base = (mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(target.data()) : 0;
     uint64_t key = fi_mr_key(tmr);
-    if (!(mode & FI_MR_PROV_KEY)) EXPECT_EQ(key, 21u);
+    if (!(mode & FI_MR_PROV_KEY)) { EXPECT_EQ(key, 21u); }
     fi_context ctx;
     ASSERT_EQ(fi_write(x, src.data(), src.size(), fi_mr_desc(smr), fy, base + 8, key, &ctx), 0);
     fi_cq_data_entry e{};

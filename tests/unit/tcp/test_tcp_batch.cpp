@@ -249,7 +249,7 @@ class batch_msg : public testing::Test {
     if (peer >= 0) ::close(peer);
     if (listener >= 0) ::close(listener);
     for (fid* f : {&ep->fid, &cq->fid, &eq->fid, &domain->fid, &fabric->fid})
-      if (f) EXPECT_EQ(fi_close(f), 0);
+      if (f) { EXPECT_EQ(fi_close(f), 0); }
     fi_freeinfo(info);
   }
   // Frames from the raw socket until `want` arrived, the stream ended or

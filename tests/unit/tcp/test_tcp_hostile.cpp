@@ -183,7 +183,7 @@ TEST_F(hostile, rma_outside_any_registration_is_refused_and_the_connection_stays
     SCOPED_TRACE(i);
     EXPECT_EQ(got[i + 1].op, expect[i].op);
     EXPECT_EQ(got[i + 1].msg_id, expect[i].id);
-    if (expect[i].status) EXPECT_EQ(got[i + 1].status, expect[i].status);
+    if (expect[i].status) { EXPECT_EQ(got[i + 1].status, expect[i].status); }
   }
   EXPECT_EQ(std::string(mem.data(), 16), std::string("mmmmgoodmmmmmmmm"));
   still_works();

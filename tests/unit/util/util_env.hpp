@@ -40,8 +40,8 @@ struct domain_pair {
   }
   // After every object opened on the domain is closed.
   void close() {
-    if (dom) EXPECT_EQ(fi_close(&dom->fid), 0);
-    if (fab) EXPECT_EQ(fi_close(&fab->fid), 0);
+    if (dom) { EXPECT_EQ(fi_close(&dom->fid), 0); }
+    if (fab) { EXPECT_EQ(fi_close(&fab->fid), 0); }
     dom = nullptr;
     fab = nullptr;
   }
