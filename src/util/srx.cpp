@@ -54,6 +54,7 @@ srx::srx(const srx_attr& a)
       directed_(a.directed_recv),
       av_(a.av),
       owner_ops_(owner_table(a.threading)),
+      serialized_(a.serialized),
       pool_(a.chunk) {
   // Posted receives never wait on the allocator; unexpected ones grow the pool.
   if (a.size) pool_.grow(std::min(a.size, max_prealloc));

@@ -173,6 +173,11 @@ struct srx_attr {
   // are compared as they are (an owner whose peers report its own addresses).
   const class av* av = nullptr;
   size_t chunk = 256;                         // entries added when the pool runs dry
+  // The owner makes every call into the engine under a lock of its own (a
+  // provider endpoint whose private engine this is): the engine takes none
+  // of its own, and completions still take the CQ's. Spares a locked
+  // endpoint two lock pairs per delivered message.
+  bool serialized = false;
 };
 
 struct srx_stats {
@@ -343,7 +348,7 @@ class srx {
     if constexpr (std::is_same_v<Lock, null_lock>)
       return null_guard{};
     else
-      return std::unique_lock<fast_mutex>{mutex_};
+      return serialized_ ? std::unique_lock<fast_mutex>{} : std::unique_lock<fast_mutex>{mutex_};
   }
 
   // The source a receive posted with src_addr `src` accepts: FI_ADDR_UNSPEC
@@ -394,6 +399,7 @@ class srx {
   bool directed_;
   const class av* av_;
   const fi_ops_srx_owner* owner_ops_;
+  const bool serialized_;  // srx_attr::serialized
   fast_mutex mutex_;
   srx_pool pool_;
   rx_queue posted_msg_, posted_tag_;

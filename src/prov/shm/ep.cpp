@@ -217,6 +217,10 @@ int endpoint::enable() {
     a.min_multi_recv = min_multi_recv_;
     a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
     a.av = bound_.av_.get();
+    // Every call into our own engine is made under this endpoint's lock
+    // (posting, cancel, rx_size_left, progress and the callbacks): it needs
+    // none of its own.
+    a.serialized = true;
     srx_ = std::make_unique<util::srx>(a);
     face_ = srx_->add_peer(locked_ ? peer_table<util::mutex_lock>() : peer_table<util::null_lock>(),
                            this);
@@ -311,7 +315,9 @@ int endpoint::getname(void* addr, size_t* addrlen) {
 
 ssize_t endpoint::cancel(void* context) {
   if (!srx_) return to_fi(errc::noent);
-  return locked_ ? srx_->cancel<util::mutex_lock>(context) : srx_->cancel<util::null_lock>(context);
+  if (!locked_) return srx_->cancel<util::null_lock>(context);
+  [[maybe_unused]] auto g = guard<util::mutex_lock>();  // srx_attr::serialized
+  return srx_->cancel<util::mutex_lock>(context);
 }
 
 int endpoint::setopt(int level, int name, const void* val, size_t len) {
@@ -323,7 +329,9 @@ int endpoint::setopt(int level, int name, const void* val, size_t len) {
 ssize_t endpoint::rx_size_left() {
   if (!enabled_) return to_fi(errc::opbadstate);
   if (!srx_) return to_fi(errc::nosys);  // receives are the peer SRX owner's
-  return locked_ ? srx_->rx_size_left<util::mutex_lock>() : srx_->rx_size_left<util::null_lock>();
+  if (!locked_) return srx_->rx_size_left<util::null_lock>();
+  [[maybe_unused]] auto g = guard<util::mutex_lock>();  // srx_attr::serialized
+  return srx_->rx_size_left<util::mutex_lock>();
 }
 
 ssize_t endpoint::tx_size_left() {

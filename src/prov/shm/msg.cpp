@@ -217,6 +217,7 @@ template const fi_ops_tagged* endpoint::tagged_table<util::mutex_lock>(bool) noe
 template <class Lock>
 ssize_t endpoint::post_recv(const iovec* iov, void** desc, size_t count, fi_addr_t src,
                             void* context, uint64_t flags) noexcept {
+  [[maybe_unused]] auto g = guard<Lock>();  // the engine's lock (srx_attr::serialized)
   return srx_->post_msg<Lock>(iov, desc, count, src, context, flags);
 }
 
@@ -224,6 +225,7 @@ template <class Lock>
 ssize_t endpoint::post_trecv(const iovec* iov, void** desc, size_t count, fi_addr_t src,
                              uint64_t tag, uint64_t ignore, void* context,
                              uint64_t flags) noexcept {
+  [[maybe_unused]] auto g = guard<Lock>();  // the engine's lock (srx_attr::serialized)
   return srx_->post_tag<Lock>(iov, desc, count, src, tag, ignore, context, flags);
 }
 

@@ -322,6 +322,9 @@ class endpoint : public util::endpoint_object<endpoint> {
                                            bool tagged) noexcept {
     iovec iov{buf, len};
     const uint64_t flags = rx_op_flags_;
+    // Our engine takes no lock of its own: every call into it holds ours
+    // (srx_attr::serialized), which progress holds anyway.
+    [[maybe_unused]] auto g = guard<Lock>();
     if (!(flags & (FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD)) && (buf || !len)) [[likely]] {
       const uint64_t kind = tagged ? FI_TAGGED | FI_RECV : FI_MSG | FI_RECV;
       ssize_t rc = srx_->post_one<Lock>(&iov, &desc, 1, src, tag, ignore, context,
