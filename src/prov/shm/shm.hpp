@@ -595,13 +595,13 @@ class endpoint : public util::endpoint_object<endpoint> {
   uint32_t hot_idle_ = 0;
   uint32_t sweep_countdown_ = sweep_every;
   uint64_t last_sweep_ns_ = 0;
-  // The next slot of the ring the last small send went to (kept without
-  // locks only: progress.cpp says why). A small message
+  // The next slot of the ring the last small send went to. A small message
   // that arrives is often answered there (a ping-pong, a request and its
   // reply): progress prefetches that line for writing as it starts
   // delivering, so the line's transfer from the peer (who polls it) overlaps
   // the delivery instead of stalling the reply's store. Only a hint: a
   // prefetch never faults, so a stale pointer costs nothing but the hint.
+  // Kept and used without locks only (progress.cpp says why).
   const std::byte* reply_slot_ = nullptr;
   const bool prefetchw_ = cpu_has_prefetchw();
 };
