@@ -103,6 +103,27 @@ static inline void pair_recv(struct shared *m, int d, uint64_t pos, unsigned cha
   memcpy(out, h->payload, 8);
 }
 
+/* One round trip of message i: the client sends and waits for the answer,
+ * the server waits and answers. */
+static inline void round_trip(struct shared *m, int paired, int client, uint64_t i,
+                              unsigned char *buf) {
+  if (paired) {
+    if (client) {
+      pair_send(m, 0, i, buf);
+      pair_recv(m, 1, i, buf);
+    } else {
+      pair_recv(m, 0, i, buf);
+      pair_send(m, 1, i, buf);
+    }
+  } else if (client) {
+    ring_send(m, 0, i, buf);
+    ring_recv(m, 1, i, buf);
+  } else {
+    ring_recv(m, 0, i, buf);
+    ring_send(m, 1, i, buf);
+  }
+}
+
 /* One layout's run: the median batch's one-way µs (client side). */
 static double run(struct shared *m, int paired, long iters, int server_core, int client_core) {
   memset(m, 0, sizeof *m);
@@ -114,15 +135,7 @@ static double run(struct shared *m, int paired, long iters, int server_core, int
   }
   if (pid == 0) {
     pin(server_core);
-    for (long i = 0; i < iters; i++) {
-      if (paired) {
-        pair_recv(m, 0, i, buf);
-        pair_send(m, 1, i, buf);
-      } else {
-        ring_recv(m, 0, i, buf);
-        ring_send(m, 1, i, buf);
-      }
-    }
+    for (long i = 0; i < iters; i++) round_trip(m, paired, 0, i, buf);
     _exit(0);
   }
   pin(client_core);
@@ -131,13 +144,7 @@ static double run(struct shared *m, int paired, long iters, int server_core, int
   double t0 = now_us();
   for (long i = 0; i < nb * batch; i++) {
     buf[0] = (unsigned char)i;
-    if (paired) {
-      pair_send(m, 0, i, buf);
-      pair_recv(m, 1, i, buf);
-    } else {
-      ring_send(m, 0, i, buf);
-      ring_recv(m, 1, i, buf);
-    }
+    round_trip(m, paired, 1, i, buf);
     if ((i + 1) % batch == 0) {
       double t = now_us();
       b[i / batch] = (t - t0) / batch / 2;
@@ -145,15 +152,7 @@ static double run(struct shared *m, int paired, long iters, int server_core, int
     }
   }
   /* The server runs `iters` round trips; finish them. */
-  for (long i = nb * batch; i < iters; i++) {
-    if (paired) {
-      pair_send(m, 0, i, buf);
-      pair_recv(m, 1, i, buf);
-    } else {
-      ring_send(m, 0, i, buf);
-      ring_recv(m, 1, i, buf);
-    }
-  }
+  for (long i = nb * batch; i < iters; i++) round_trip(m, paired, 1, i, buf);
   waitpid(pid, NULL, 0);
   qsort(b, nb, sizeof *b, by_value);
   double med = nb ? b[nb / 2] : 0;

@@ -653,20 +653,10 @@ TEST_P(rdm, threads_share_an_endpoint) {
   if (big > info->ep_attr->max_msg_size) GTEST_SKIP();
   fid_cq* scq = open_cq(FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 1024);
   fid_cq* rcq = open_cq(FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 1024);
-  fid_ep* ends[2] = {};
-  fid_cq* cqs2[2] = {scq, rcq};
-  for (int k = 0; k < 2; ++k) {
-    ASSERT_EQ(fi_endpoint(domain, info, &ends[k], nullptr), 0);
-    eps.push_back(ends[k]);
-    ASSERT_EQ(fi_ep_bind(ends[k], &cqs2[k]->fid, FI_TRANSMIT | FI_RECV), 0);
-    ASSERT_EQ(fi_ep_bind(ends[k], &av->fid, 0), 0);
-    ASSERT_EQ(fi_enable(ends[k]), 0);
-  }
-  char name[256];
-  size_t len = sizeof name;
-  ASSERT_EQ(fi_getname(&ends[1]->fid, name, &len), 0);
-  fi_addr_t to;
-  ASSERT_EQ(fi_av_insert(av, name, 1, &to, 0, nullptr), 1);
+  // A sender and a receiver, each with its own CQ.
+  fi_addr_t from, to;
+  fid_ep* ends[2] = {open_ep(scq, &from), open_ep(rcq, &to)};
+  ASSERT_TRUE(ends[0] && ends[1]);
 
   fi_context tctx[nthreads];
   std::atomic<int> completed[nthreads] = {};
@@ -757,20 +747,10 @@ TEST_P(rdm, one_thread_posts_receives_another_reads_the_cq) {
   constexpr size_t size = 16;
   fid_cq* scq = open_cq(FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 1024);
   fid_cq* rcq = open_cq(FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 1024);
-  fid_ep* ends[2] = {};
-  fid_cq* cqs2[2] = {scq, rcq};
-  for (int k = 0; k < 2; ++k) {
-    ASSERT_EQ(fi_endpoint(domain, info, &ends[k], nullptr), 0);
-    eps.push_back(ends[k]);
-    ASSERT_EQ(fi_ep_bind(ends[k], &cqs2[k]->fid, FI_TRANSMIT | FI_RECV), 0);
-    ASSERT_EQ(fi_ep_bind(ends[k], &av->fid, 0), 0);
-    ASSERT_EQ(fi_enable(ends[k]), 0);
-  }
-  char name[256];
-  size_t len = sizeof name;
-  ASSERT_EQ(fi_getname(&ends[1]->fid, name, &len), 0);
-  fi_addr_t to;
-  ASSERT_EQ(fi_av_insert(av, name, 1, &to, 0, nullptr), 1);
+  // A sender and a receiver, each with its own CQ.
+  fi_addr_t from, to;
+  fid_ep* ends[2] = {open_ep(scq, &from), open_ep(rcq, &to)};
+  ASSERT_TRUE(ends[0] && ends[1]);
 
   // Receive i goes into buffer i % window; the poster re-posts a buffer only
   // after the reader has checked what it received (freed[slot]).
