@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: MIT
+// weft — the same-host byte stream (local_stream.hpp).
+#include "prov/tcp/local_stream.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace weft::tcp {
+
+namespace {
+
+using local_layout::header;
+using local_layout::pipe_ctl;
+
+errc from_errno(int e) noexcept {
+  switch (e) {
+    case ENOENT: return errc::noent;
+    case EACCES: return errc::access;
+    case EPERM: return errc::perm;
+    case ENOMEM: return errc::nomem;
+    case ENOSPC: return errc::nospc;
+    case EMFILE:
+    case ENFILE: return errc::mfile;
+    default: return errc::io;
+  }
+}
+
+template <class T>
+std::atomic_ref<T> shared(T& x) noexcept {
+  return std::atomic_ref<T>(x);
+}
+
+size_t total_bytes(size_t pipe_bytes) noexcept {
+  return local_layout::data_offset + 2 * pipe_bytes;
+}
+
+// Copies `len` bytes into the ring at position `pos`, wrapping.
+void ring_put(std::byte* ring, uint64_t mask, uint64_t pos, const std::byte* src,
+              size_t len) noexcept {
+  size_t at = static_cast<size_t>(pos & mask);
+  size_t first = std::min(len, static_cast<size_t>(mask + 1 - at));
+  std::memcpy(ring + at, src, first);
+  if (len > first) std::memcpy(ring, src + first, len - first);
+}
+
+void ring_get(const std::byte* ring, uint64_t mask, uint64_t pos, std::byte* dst,
+              size_t len) noexcept {
+  size_t at = static_cast<size_t>(pos & mask);
+  size_t first = std::min(len, static_cast<size_t>(mask + 1 - at));
+  std::memcpy(dst, ring + at, first);
+  if (len > first) std::memcpy(dst + first, ring, len - first);
+}
+
+}  // namespace
+
+local_stream::local_stream(local_stream&& o) noexcept { *this = std::move(o); }
+
+local_stream& local_stream::operator=(local_stream&& o) noexcept {
+  if (this != &o) {
+    release();
+    base_ = std::exchange(o.base_, nullptr);
+    map_bytes_ = std::exchange(o.map_bytes_, 0);
+    out_data_ = std::exchange(o.out_data_, nullptr);
+    in_data_ = std::exchange(o.in_data_, nullptr);
+    mask_ = o.mask_;
+    cap_ = o.cap_;
+    out_ = o.out_;
+    tail_ = o.tail_;
+    head_ = o.head_;
+    corrupt_ = o.corrupt_;
+  }
+  return *this;
+}
+
+local_stream::~local_stream() { release(); }
+
+void local_stream::release() noexcept {
+  if (base_) ::munmap(base_, map_bytes_);
+  base_ = nullptr;
+}
+
+errc local_stream::create(size_t pipe_bytes, uint64_t cookie, local_stream& out,
+                          util::unique_fd& memfd) noexcept {
+  if (pipe_bytes < local_layout::min_pipe || pipe_bytes > local_layout::max_pipe ||
+      !std::has_single_bit(pipe_bytes))
+    return errc::inval;
+  util::unique_fd fd(::memfd_create("weft-tcp-local", MFD_CLOEXEC));
+  if (!fd.valid()) return from_errno(errno);
+  const size_t total = total_bytes(pipe_bytes);
+  // Reserved now: a full tmpfs or memory limit is this error, not a SIGBUS
+  // when a page is first touched in the middle of a transfer.
+  if (int e = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(total)); e != 0)
+    return from_errno(e);
+  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) return from_errno(errno);
+  // A fresh memfd reads as zeros: positions and flags start at 0.
+  auto* h = static_cast<header*>(p);
+  h->version = local_layout::version;
+  h->header_bytes = sizeof(header);
+  h->pipe_bytes = pipe_bytes;
+  h->cookie = cookie;
+  shared(h->magic).store(local_layout::magic, std::memory_order_release);
+  ::munmap(p, total);
+  if (errc e = map(fd.get(), true, cookie, out); e != errc::ok) return e;
+  memfd = std::move(fd);
+  return errc::ok;
+}
+
+errc local_stream::attach(pid_t pid, int fd, uint64_t cookie, local_stream& out) noexcept {
+  if (pid <= 0 || fd < 0) return errc::inval;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", static_cast<int>(pid), fd);
+  util::unique_fd f(::open(path, O_RDWR | O_CLOEXEC));
+  if (!f.valid()) return from_errno(errno);
+  return attach_fd(f.get(), cookie, out);
+}
+
+errc local_stream::attach_fd(int memfd, uint64_t cookie, local_stream& out) noexcept {
+  return map(memfd, false, cookie, out);
+}
+
+errc local_stream::map(int memfd, bool creator, uint64_t cookie, local_stream& out) noexcept {
+  struct stat st{};
+  if (::fstat(memfd, &st) != 0) return from_errno(errno);
+  if (!S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(local_layout::data_offset))
+    return errc::inval;
+  const auto size = static_cast<size_t>(st.st_size);
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (p == MAP_FAILED) return from_errno(errno);
+  auto* h = static_cast<header*>(p);
+  // Everything the stream uses from the header is checked here, once, and
+  // copied: the peer may change the shared copy afterwards.
+  const uint64_t pipe_bytes = h->pipe_bytes;
+  const bool ok = shared(h->magic).load(std::memory_order_acquire) == local_layout::magic &&
+                  h->version == local_layout::version && h->header_bytes == sizeof(header) &&
+                  pipe_bytes >= local_layout::min_pipe && pipe_bytes <= local_layout::max_pipe &&
+                  std::has_single_bit(pipe_bytes) && total_bytes(pipe_bytes) == size &&
+                  h->cookie == cookie;
+  if (!ok) {
+    ::munmap(p, size);
+    return errc::inval;
+  }
+  local_stream s;
+  s.base_ = static_cast<std::byte*>(p);
+  s.map_bytes_ = size;
+  s.cap_ = pipe_bytes;
+  s.mask_ = pipe_bytes - 1;
+  s.out_ = creator ? 0 : 1;
+  std::byte* data = s.base_ + local_layout::data_offset;
+  s.out_data_ = data + s.out_ * pipe_bytes;
+  s.in_data_ = data + (1 - s.out_) * pipe_bytes;
+  // Whatever the peer wrote before we attached is still ahead of us.
+  s.tail_ = shared(s.out_ctl().tail).load(std::memory_order_acquire);
+  s.head_ = shared(s.in_ctl().head).load(std::memory_order_acquire);
+  out = std::move(s);
+  return errc::ok;
+}
+
+pipe_ctl& local_stream::out_ctl() const noexcept {
+  return reinterpret_cast<header*>(base_)->pipe[out_];
+}
+
+pipe_ctl& local_stream::in_ctl() const noexcept {
+  return reinterpret_cast<header*>(base_)->pipe[1 - out_];
+}
+
+bool local_stream::peer_tail(uint64_t& tail) noexcept {
+  tail = shared(in_ctl().tail).load(std::memory_order_acquire);
+  if (tail - head_ > cap_) corrupt_ = true;  // also a tail behind our head
+  return !corrupt_;
+}
+
+ssize_t local_stream::writev(const iovec* iov, int count) noexcept {
+  if (corrupt_) return -EIO;
+  const uint64_t head = shared(out_ctl().head).load(std::memory_order_acquire);
+  const uint64_t used = tail_ - head;
+  if (used > cap_) {
+    corrupt_ = true;
+    return -EIO;
+  }
+  size_t room = static_cast<size_t>(cap_ - used);
+  if (room == 0) return -EAGAIN;
+  size_t done = 0;
+  for (int i = 0; i < count && room; ++i) {
+    size_t n = std::min(room, iov[i].iov_len);
+    if (!n) continue;
+    ring_put(out_data_, mask_, tail_ + done, static_cast<const std::byte*>(iov[i].iov_base), n);
+    done += n;
+    room -= n;
+  }
+  if (!done) return 0;  // only empty iovecs
+  tail_ += done;
+  // seq_cst: the first half of the wake-up handshake (peer_sleeping next).
+  shared(out_ctl().tail).store(tail_, std::memory_order_seq_cst);
+  return static_cast<ssize_t>(done);
+}
+
+ssize_t local_stream::read(void* buf, size_t len) noexcept {
+  uint64_t tail;
+  if (!peer_tail(tail)) return -EIO;
+  const size_t avail = static_cast<size_t>(tail - head_);
+  if (avail == 0) return -EAGAIN;
+  const size_t n = std::min(avail, len);
+  if (!n) return 0;
+  ring_get(in_data_, mask_, head_, static_cast<std::byte*>(buf), n);
+  head_ += n;
+  shared(in_ctl().head).store(head_, std::memory_order_release);
+  return static_cast<ssize_t>(n);
+}
+
+size_t local_stream::readable() noexcept {
+  uint64_t tail;
+  return peer_tail(tail) ? static_cast<size_t>(tail - head_) : 0;
+}
+
+bool local_stream::prepare_sleep() noexcept {
+  shared(in_ctl().sleeping).store(1, std::memory_order_seq_cst);
+  uint64_t tail = shared(in_ctl().tail).load(std::memory_order_seq_cst);
+  return tail == head_;
+}
+
+void local_stream::woke() noexcept {
+  shared(in_ctl().sleeping).store(0, std::memory_order_relaxed);
+}
+
+bool local_stream::peer_sleeping() const noexcept {
+  return shared(out_ctl().sleeping).load(std::memory_order_seq_cst) != 0;
+}
+
+}  // namespace weft::tcp

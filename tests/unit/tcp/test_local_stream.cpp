@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: MIT
+// weft — the same-host byte stream (src/prov/tcp/local_stream.hpp): socket
+// semantics both ways, wrap-around, the attach checks, a corrupt peer, the
+// wake-up handshake, and a stream between two processes through /proc.
+#include "prov/tcp/local_stream.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace weft::tcp {
+namespace {
+
+constexpr uint64_t cookie = 0x1234abcd5678ef90;
+
+struct pair {
+  util::unique_fd memfd;
+  local_stream a, b;  // a created, b attached
+  explicit pair(size_t pipe_bytes = 4096) {
+    EXPECT_EQ(local_stream::create(pipe_bytes, cookie, a, memfd), errc::ok);
+    EXPECT_EQ(local_stream::attach_fd(memfd.get(), cookie, b), errc::ok);
+  }
+};
+
+ssize_t put(local_stream& s, const void* p, size_t n) {
+  iovec iov{const_cast<void*>(p), n};
+  return s.writev(&iov, 1);
+}
+
+uint8_t pattern(size_t i) { return static_cast<uint8_t>(i * 131 + (i >> 9)); }
+
+TEST(local_stream, bytes_go_both_ways_like_a_socket) {
+  pair p;
+  ASSERT_TRUE(p.a.valid() && p.b.valid());
+  char buf[16];
+  EXPECT_EQ(p.b.read(buf, sizeof buf), -EAGAIN);  // nothing yet
+  EXPECT_EQ(put(p.a, "hello", 5), 5);
+  EXPECT_EQ(p.b.readable(), 5u);
+  EXPECT_EQ(p.b.read(buf, 3), 3);  // a short read leaves the rest
+  EXPECT_EQ(std::memcmp(buf, "hel", 3), 0);
+  EXPECT_EQ(p.b.read(buf, sizeof buf), 2);
+  EXPECT_EQ(std::memcmp(buf, "lo", 2), 0);
+  EXPECT_EQ(put(p.b, "back", 4), 4);
+  EXPECT_EQ(p.a.read(buf, sizeof buf), 4);
+  EXPECT_EQ(std::memcmp(buf, "back", 4), 0);
+  EXPECT_EQ(p.a.read(buf, sizeof buf), -EAGAIN);
+}
+
+TEST(local_stream, a_full_pipe_takes_what_fits_then_says_again) {
+  pair p(4096);
+  std::vector<char> big(5000, 'x');
+  EXPECT_EQ(put(p.a, big.data(), big.size()), 4096);
+  EXPECT_EQ(put(p.a, big.data(), 1), -EAGAIN);
+  std::vector<char> in(1000);
+  EXPECT_EQ(p.b.read(in.data(), in.size()), 1000);
+  EXPECT_EQ(put(p.a, big.data(), big.size()), 1000);  // exactly the freed room
+}
+
+TEST(local_stream, gathers_iovecs_across_the_wrap) {
+  pair p(4096);
+  std::vector<uint8_t> sent, got;
+  size_t n = 0;
+  std::vector<uint8_t> chunk(1500);
+  // Odd sizes in three iovecs so that pieces straddle the end of the ring.
+  for (int round = 0; round < 40; ++round) {
+    for (auto& c : chunk) c = pattern(n++);
+    iovec iov[3] = {{chunk.data(), 7}, {chunk.data() + 7, 0}, {chunk.data() + 7, 1493}};
+    size_t want = 1500, off = 0;
+    while (off < want) {
+      // Re-point the iovecs past what was taken.
+      std::vector<iovec> rest;
+      size_t skip = off;
+      for (auto& v : iov) {
+        if (skip >= v.iov_len) {
+          skip -= v.iov_len;
+          continue;
+        }
+        rest.push_back({static_cast<char*>(v.iov_base) + skip, v.iov_len - skip});
+        skip = 0;
+      }
+      ssize_t w = p.a.writev(rest.data(), static_cast<int>(rest.size()));
+      if (w == -EAGAIN) {
+        uint8_t tmp[777];
+        ssize_t r = p.b.read(tmp, sizeof tmp);
+        ASSERT_GT(r, 0);
+        got.insert(got.end(), tmp, tmp + r);
+        continue;
+      }
+      ASSERT_GT(w, 0);
+      sent.insert(sent.end(), chunk.begin() + static_cast<long>(off),
+                  chunk.begin() + static_cast<long>(off + static_cast<size_t>(w)));
+      off += static_cast<size_t>(w);
+    }
+  }
+  uint8_t tmp[777];
+  for (ssize_t r; (r = p.b.read(tmp, sizeof tmp)) > 0;) got.insert(got.end(), tmp, tmp + r);
+  EXPECT_EQ(got.size(), sent.size());
+  EXPECT_TRUE(got == sent);
+}
+
+TEST(local_stream, attach_checks_the_cookie_and_the_header) {
+  util::unique_fd fd;
+  local_stream a, b;
+  ASSERT_EQ(local_stream::create(4096, cookie, a, fd), errc::ok);
+  EXPECT_EQ(local_stream::attach_fd(fd.get(), cookie + 1, b), errc::inval);
+  EXPECT_FALSE(b.valid());
+  // A file of the wrong size for its header.
+  ASSERT_EQ(::ftruncate(fd.get(), 4096 + 3 * 4096), 0);
+  EXPECT_EQ(local_stream::attach_fd(fd.get(), cookie, b), errc::inval);
+  // Sizes the creator refuses.
+  util::unique_fd other;
+  local_stream c;
+  EXPECT_EQ(local_stream::create(5000, cookie, c, other), errc::inval);
+  EXPECT_EQ(local_stream::create(1024, cookie, c, other), errc::inval);
+  // Not a stream at all.
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  EXPECT_EQ(local_stream::attach_fd(pipefd[0], cookie, b), errc::inval);
+  ::close(pipefd[0]);
+  ::close(pipefd[1]);
+  EXPECT_EQ(local_stream::attach(::getpid(), 987654, cookie, b), errc::noent);
+}
+
+TEST(local_stream, a_corrupt_peer_position_is_an_error_not_a_read_out_of_bounds) {
+  pair p(4096);
+  // The peer's view of the shared pages, written as a hostile peer would.
+  void* raw = ::mmap(nullptr, local_layout::data_offset, PROT_READ | PROT_WRITE, MAP_SHARED,
+                     p.memfd.get(), 0);
+  ASSERT_NE(raw, MAP_FAILED);
+  auto* h = static_cast<local_layout::header*>(raw);
+  h->pipe[0].tail = 4096 + 1;  // more than the pipe holds: b reads pipe 0
+  char buf[8];
+  EXPECT_EQ(p.b.read(buf, sizeof buf), -EIO);
+  EXPECT_EQ(p.b.readable(), 0u);
+  h->pipe[0].tail = 0;  // and it stays refused
+  EXPECT_EQ(p.b.read(buf, sizeof buf), -EIO);
+  h->pipe[1].head = 12345;  // a consumer "ahead" of what a (pipe 1's writer) wrote
+  EXPECT_EQ(put(p.b, "x", 1), -EIO);  // b is already refusing
+  EXPECT_EQ(put(p.a, "x", 1), 1);     // pipe 0's head is fine
+  h->pipe[0].head = 99999;
+  EXPECT_EQ(put(p.a, "x", 1), -EIO);
+  ::munmap(raw, local_layout::data_offset);
+}
+
+TEST(local_stream, a_reader_about_to_sleep_is_seen_by_the_writer) {
+  pair p;
+  EXPECT_FALSE(p.a.peer_sleeping());
+  EXPECT_TRUE(p.b.prepare_sleep());  // empty: it may block
+  EXPECT_TRUE(p.a.peer_sleeping());
+  EXPECT_EQ(put(p.a, "z", 1), 1);  // the writer would send its byte now
+  p.b.woke();
+  EXPECT_FALSE(p.a.peer_sleeping());
+  EXPECT_FALSE(p.b.prepare_sleep());  // a byte waits: do not block
+  p.b.woke();
+}
+
+// Two processes: the child attaches through /proc/<parent>/fd/<n> and echoes
+// 8 MiB back in odd-sized pieces; the parent checks every byte.
+TEST(local_stream, two_processes_stream_through_proc) {
+  util::unique_fd fd;
+  local_stream a;
+  ASSERT_EQ(local_stream::create(64 * 1024, cookie, a, fd), errc::ok);
+  const pid_t parent = ::getpid();
+  const int memfd = fd.get();
+  constexpr size_t total = 8 << 20;
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    local_stream b;
+    if (local_stream::attach(parent, memfd, cookie, b) != errc::ok) _exit(10);
+    std::vector<char> buf(3001);
+    size_t moved = 0;
+    while (moved < total) {
+      ssize_t r = b.read(buf.data(), buf.size());
+      if (r == -EAGAIN) continue;
+      if (r <= 0) _exit(11);
+      size_t off = 0;
+      while (off < static_cast<size_t>(r)) {
+        iovec iov{buf.data() + off, static_cast<size_t>(r) - off};
+        ssize_t w = b.writev(&iov, 1);
+        if (w == -EAGAIN) continue;
+        if (w <= 0) _exit(12);
+        off += static_cast<size_t>(w);
+      }
+      moved += static_cast<size_t>(r);
+    }
+    _exit(0);
+  }
+  std::vector<uint8_t> out(4099), in(5003);
+  size_t sent = 0, got = 0, bad = 0;
+  while (got < total) {
+    if (sent < total) {
+      size_t n = std::min(out.size(), total - sent);
+      for (size_t i = 0; i < n; ++i) out[i] = pattern(sent + i);
+      iovec iov{out.data(), n};
+      ssize_t w = a.writev(&iov, 1);
+      if (w > 0) sent += static_cast<size_t>(w);
+      else ASSERT_EQ(w, -EAGAIN);
+    }
+    ssize_t r = a.read(in.data(), in.size());
+    if (r == -EAGAIN) continue;
+    ASSERT_GT(r, 0);
+    for (ssize_t i = 0; i < r; ++i) bad += in[static_cast<size_t>(i)] != pattern(got + i);
+    got += static_cast<size_t>(r);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(got, total);
+  EXPECT_EQ(bad, 0u);
+}
+
+}  // namespace
+}  // namespace weft::tcp
