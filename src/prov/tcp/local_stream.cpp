@@ -78,6 +78,7 @@ local_stream& local_stream::operator=(local_stream&& o) noexcept {
     out_ = o.out_;
     tail_ = o.tail_;
     head_ = o.head_;
+    head_seen_ = o.head_seen_;
     corrupt_ = o.corrupt_;
   }
   return *this;
@@ -163,6 +164,9 @@ errc local_stream::map(int memfd, bool creator, uint64_t cookie, local_stream& o
   // Whatever the peer wrote before we attached is still ahead of us.
   s.tail_ = shared(s.out_ctl().tail).load(std::memory_order_acquire);
   s.head_ = shared(s.in_ctl().head).load(std::memory_order_acquire);
+  s.head_seen_ = shared(s.out_ctl().head).load(std::memory_order_acquire);
+  if (s.tail_ - s.head_seen_ > s.cap_ || shared(s.in_ctl().tail).load() - s.head_ > s.cap_)
+    s.corrupt_ = true;  // refused at the first call, like any corrupt position
   out = std::move(s);
   return errc::ok;
 }
@@ -183,13 +187,20 @@ bool local_stream::peer_tail(uint64_t& tail) noexcept {
 
 ssize_t local_stream::writev(const iovec* iov, int count) noexcept {
   if (corrupt_) return -EIO;
-  const uint64_t head = shared(out_ctl().head).load(std::memory_order_acquire);
-  const uint64_t used = tail_ - head;
-  if (used > cap_) {
-    corrupt_ = true;
-    return -EIO;
+  // The reader's position is loaded only when the last one seen leaves no
+  // room: its line then stays with the reader instead of moving on every
+  // write.
+  size_t want = 0;
+  for (int i = 0; i < count; ++i) want += iov[i].iov_len;
+  if (cap_ - (tail_ - head_seen_) < std::min<uint64_t>(want, cap_)) {
+    const uint64_t head = shared(out_ctl().head).load(std::memory_order_acquire);
+    if (tail_ - head > cap_) {  // also a head beyond what we wrote
+      corrupt_ = true;
+      return -EIO;
+    }
+    head_seen_ = head;
   }
-  size_t room = static_cast<size_t>(cap_ - used);
+  size_t room = static_cast<size_t>(cap_ - (tail_ - head_seen_));
   if (room == 0) return -EAGAIN;
   size_t done = 0;
   for (int i = 0; i < count && room; ++i) {

@@ -131,6 +131,7 @@ class local_stream {
   int out_ = 0;          // our pipe index (the other one we read)
   uint64_t tail_ = 0;    // our writes, never read back from shared memory
   uint64_t head_ = 0;    // our reads, likewise
+  uint64_t head_seen_ = 0;  // the reader's position when last loaded (checked then)
   bool corrupt_ = false;
 };
 
