@@ -103,16 +103,16 @@ errc local_stream::create(size_t pipe_bytes, uint64_t cookie, local_stream& out,
   // when a page is first touched in the middle of a transfer.
   if (int e = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(total)); e != 0)
     return from_errno(e);
-  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (p == MAP_FAILED) return from_errno(errno);
-  // A fresh memfd reads as zeros: positions and flags start at 0.
-  auto* h = static_cast<header*>(p);
-  h->version = local_layout::version;
-  h->header_bytes = sizeof(header);
-  h->pipe_bytes = pipe_bytes;
-  h->cookie = cookie;
-  shared(h->magic).store(local_layout::magic, std::memory_order_release);
-  ::munmap(p, total);
+  // The header goes in with one write (positions and flags stay the fresh
+  // file's zeros); map() then reads it back through the checks every side
+  // passes. The peer learns of the file only afterwards, through the socket.
+  header h{};
+  h.magic = local_layout::magic;
+  h.version = local_layout::version;
+  h.header_bytes = sizeof(header);
+  h.pipe_bytes = pipe_bytes;
+  h.cookie = cookie;
+  if (::pwrite(fd.get(), &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return errc::io;
   if (errc e = map(fd.get(), true, cookie, out); e != errc::ok) return e;
   memfd = std::move(fd);
   return errc::ok;
