@@ -7,10 +7,16 @@
 
 #include <rdma/fi_cm.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace conformance {
 namespace {
@@ -288,6 +294,154 @@ TEST_P(cm, data_before_connecting_is_refused) {
   EXPECT_EQ(fi_accept(client.ep, nullptr, 0), -FI_EOPBADSTATE);
   EXPECT_EQ(fi_shutdown(client.ep, 1), -FI_EBADFLAGS);
   EXPECT_EQ(fi_reject(pep, &client.ep->fid, nullptr, 0), -FI_EINVAL);
+}
+
+// tcp's same-host stream (docs/decisions.md): a connection between two
+// endpoints of this host moves to shared memory after the handshake, under
+// manual progress; the file it lives in is a memfd named weft-tcp-local.
+bool maps_a_local_stream() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line))
+    if (line.find("memfd:weft-tcp-local") != std::string::npos) return true;
+  return false;
+}
+
+TEST_P(cm, a_same_host_connection_moves_to_shared_memory) {
+  connect();
+  traffic up = client_to_server(), down = server_to_client();
+  exchange(up, 100, false);
+  exchange(down, 70001, true);
+  EXPECT_EQ(maps_a_local_stream(), GetParam().progress == FI_PROGRESS_MANUAL);
+}
+
+// Both ends asleep in fi_cq_sread while 4 MiB go through a pipe far smaller:
+// the sender waits for room and the receiver for data, each woken by the
+// other (a lost wake-up leaves one asleep until the 10 s timeout).
+TEST_P(cm, sleeping_sender_and_receiver_move_four_mib) {
+  connect();
+  const size_t size = size_t{4} << 20;
+  std::vector<char> out(size), in(size, 0);
+  for (size_t i = 0; i < size; ++i) out[i] = static_cast<char>(i * 7 + (i >> 12));
+  fi_context rctx, sctx;
+  ASSERT_EQ(fi_recv(server.ep, in.data(), size, nullptr, 0, &rctx), 0);
+  auto start = std::chrono::steady_clock::now();
+  ssize_t sent = 0;
+  fi_cq_tagged_entry se{};
+  std::thread sender([&] {
+    ssize_t r;
+    while ((r = fi_send(client.ep, out.data(), size, nullptr, 0, &sctx)) == -FI_EAGAIN)
+      fi_cq_read(client.cq, nullptr, 0);
+    if (r != 0) {
+      sent = r;
+      return;
+    }
+    sent = fi_cq_sread(client.cq, &se, 1, nullptr, 10000);
+  });
+  fi_cq_tagged_entry re{};
+  ssize_t got = fi_cq_sread(server.cq, &re, 1, nullptr, 10000);
+  sender.join();
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(got, 1) << fi_strerror(int(-got));
+  ASSERT_EQ(sent, 1) << fi_strerror(int(-sent));
+  EXPECT_EQ(re.op_context, &rctx);
+  EXPECT_EQ(re.len, size);
+  EXPECT_EQ(se.op_context, &sctx);
+  EXPECT_TRUE(in == out);
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
+// A receiver asleep in fi_cq_sread is woken by a message promptly.
+TEST_P(cm, a_message_wakes_a_sleeping_receiver) {
+  connect();
+  char in[8] = {};
+  fi_context rctx;
+  ASSERT_EQ(fi_recv(server.ep, in, sizeof in, nullptr, 0, &rctx), 0);
+  std::chrono::steady_clock::time_point woke;
+  ssize_t got = 0;
+  std::thread reader([&] {
+    fi_cq_tagged_entry e;
+    got = fi_cq_sread(server.cq, &e, 1, nullptr, 10000);
+    woke = std::chrono::steady_clock::now();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto sent_at = std::chrono::steady_clock::now();
+  ssize_t r;
+  while ((r = fi_inject(client.ep, "wake up", 8, 0)) == -FI_EAGAIN) fi_cq_read(client.cq, nullptr, 0);
+  ASSERT_EQ(r, 0);
+  // Manual progress: the client's progress writes what it gathered.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (got == 0 && std::chrono::steady_clock::now() < until) {
+    fi_cq_read(client.cq, nullptr, 0);
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (woke != std::chrono::steady_clock::time_point{}) break;
+  }
+  reader.join();
+  ASSERT_EQ(got, 1);
+  EXPECT_STREQ(in, "wake up");
+  EXPECT_LT(woke - sent_at, std::chrono::milliseconds(500));
+}
+
+// A peer process killed in the middle of a message: the receive it was
+// filling fails, and the endpoint reports the shutdown; nothing hangs.
+TEST_P(cm, a_peer_killed_mid_message_fails_the_receive) {
+  if (GetParam().progress == FI_PROGRESS_AUTO)
+    GTEST_SKIP() << "on the socket (automatic progress) the kernel's buffers take the whole "
+                    "message before the peer dies; the same-host stream's pipe does not";
+  const size_t size = size_t{1} << 20;
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The client, alone in this process.
+    std::vector<char> out(size, 'k');
+    fid_ep* ep = nullptr;
+    if (fi_endpoint(client.dom, info, &ep, nullptr) || fi_ep_bind(ep, &client.eq->fid, 0) ||
+        fi_ep_bind(ep, &client.cq->fid, FI_TRANSMIT | FI_RECV) || fi_enable(ep) ||
+        fi_connect(ep, &server_addr, nullptr, 0))
+      _exit(40);
+    uint32_t event = 0;
+    alignas(fi_eq_cm_entry) char buf[sizeof(fi_eq_cm_entry) + 512];
+    ssize_t r;
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((r = fi_eq_read(client.eq, &event, buf, sizeof buf, 0)) == -FI_EAGAIN &&
+           std::chrono::steady_clock::now() < until) {
+    }
+    if (r < 0 || event != FI_CONNECTED) _exit(41);
+    fi_context sctx;
+    if (fi_send(ep, out.data(), size, nullptr, 0, &sctx)) _exit(42);
+    for (int i = 0; i < 100; ++i) fi_cq_read(client.cq, nullptr, 0);
+    raise(SIGKILL);
+    _exit(43);
+  }
+  uint32_t event = 0;
+  alignas(fi_eq_cm_entry) char buf[sizeof(fi_eq_cm_entry) + 512];
+  ssize_t r = next_event(server, &event, buf, sizeof buf);
+  ASSERT_GE(r, static_cast<ssize_t>(sizeof(fi_eq_cm_entry)));
+  ASSERT_EQ(event, static_cast<uint32_t>(FI_CONNREQ));
+  fi_info* ci = reinterpret_cast<fi_eq_cm_entry*>(buf)->info;
+  open_ep(server, ci);
+  fi_freeinfo(ci);
+  ASSERT_EQ(fi_accept(server.ep, nullptr, 0), 0);
+  ASSERT_GE(next_event(server, &event, buf, sizeof buf), static_cast<ssize_t>(sizeof(fi_eq_cm_entry)));
+  ASSERT_EQ(event, static_cast<uint32_t>(FI_CONNECTED));
+  std::vector<char> in(size);
+  fi_context rctx;
+  ASSERT_EQ(fi_recv(server.ep, in.data(), size, nullptr, 0, &rctx), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      << "child exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  fi_cq_tagged_entry e;
+  ssize_t got = -FI_EAGAIN;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (got == -FI_EAGAIN && std::chrono::steady_clock::now() < until)
+    got = fi_cq_read(server.cq, &e, 1);
+  ASSERT_EQ(got, -FI_EAVAIL);
+  fi_cq_err_entry err{};
+  ASSERT_EQ(fi_cq_readerr(server.cq, &err, 0), 1);
+  EXPECT_EQ(err.op_context, &rctx);
+  EXPECT_NE(err.err, 0);
+  expect_shutdown(server);
 }
 
 INSTANTIATE_TEST_SUITE_P(tcp, cm, testing::ValuesIn(msg_configs), config_name);

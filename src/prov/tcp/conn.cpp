@@ -127,14 +127,16 @@ bool same_host(const sockaddr_storage& self, const sockaddr_storage& peer) noexc
 
 }  // namespace
 
-void tune_local(int fd) noexcept {
-  const std::string& cc = cfg().local_cc;
-  if (cc.empty()) return;
+bool same_host_socket(int fd) noexcept {
   sockaddr_storage self{}, peer{};
   socklen_t a = sizeof self, b = sizeof peer;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &a) != 0 ||
-      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &b) != 0 || !same_host(self, peer))
-    return;
+  return ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &a) == 0 &&
+         ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &b) == 0 && same_host(self, peer);
+}
+
+void tune_local(int fd) noexcept {
+  const std::string& cc = cfg().local_cc;
+  if (cc.empty() || !same_host_socket(fd)) return;
   auto len = static_cast<socklen_t>(cc.size());
   if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc.data(), len) != 0)
     WEFT_INFO(&provider(), FI_LOG_EP_CTRL,
@@ -247,19 +249,48 @@ tx_entry* conn::take_queue() noexcept {
   return q;
 }
 
+void conn::send_wake() noexcept {
+  // A full socket buffer already holds wake bytes; a closed peer is seen by
+  // its end of stream: neither is an error here.
+  const char b = 0;
+  [[maybe_unused]] ssize_t n = ::send(sock_.get(), &b, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// One write of the gathered iovecs: bytes taken, -EAGAIN, or -errno.
+ssize_t conn::write_out(const iovec* v, size_t k) noexcept {
+  if (local_) {
+    ssize_t n = stream.writev(v, static_cast<int>(k));
+    if (stream.take_wake_due()) send_wake();
+    return n;
+  }
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(v);
+  m.msg_iovlen = k;
+  for (;;) {
+    ssize_t n = ::sendmsg(sock_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return n;
+    if (errno != EINTR) return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+  }
+}
+
 conn::io conn::flush(bool data, tx_entry** done, int* err) noexcept {
   tx_entry** done_tail = done;
   while (*done_tail) done_tail = &(*done_tail)->next;
-  while (ctrl_pending()) {
-    ssize_t n = ::send(sock_.get(), ctrl_ + ctrl_off_, ctrl_len_ - ctrl_off_,
-                       MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return io::blocked;
-      *err = errno;
-      return io::error;
+  if (ctrl_pending()) {
+    while (ctrl_pending()) {
+      iovec v{ctrl_ + ctrl_off_, static_cast<size_t>(ctrl_len_ - ctrl_off_)};
+      ssize_t n = write_out(&v, 1);
+      if (n == -EAGAIN) return io::blocked;
+      if (n < 0) {
+        *err = static_cast<int>(-n);
+        return io::error;
+      }
+      ctrl_off_ = static_cast<uint16_t>(ctrl_off_ + n);
     }
-    ctrl_off_ = static_cast<uint16_t>(ctrl_off_ + n);
+    // A control frame (a shutdown) may be what a thread asleep on the EQ
+    // waits for: it is always followed by a wake byte.
+    if (local_) send_wake();
+    if (stream_after_ctrl_) local_ = true, stream_after_ctrl_ = false;
   }
   ctrl_off_ = ctrl_len_ = 0;
   if (!data) return io::ok;
@@ -273,14 +304,10 @@ conn::io conn::flush(bool data, tx_entry** done, int* err) noexcept {
         if (t->iov[i].iov_len) v[k++] = t->iov[i], want += t->iov[i].iov_len;
     ssize_t n = 0;
     if (want) {
-      msghdr m{};
-      m.msg_iov = v;
-      m.msg_iovlen = k;
-      n = ::sendmsg(sock_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+      n = write_out(v, k);
+      if (n == -EAGAIN) return io::blocked;
       if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return io::blocked;
-        *err = errno;
+        *err = static_cast<int>(-n);
         return io::error;
       }
     }
@@ -310,6 +337,19 @@ conn::io conn::flush(bool data, tx_entry** done, int* err) noexcept {
   return io::ok;
 }
 
+ssize_t conn::read_into(void* buf, size_t len) noexcept {
+  if (local_) {
+    ssize_t n = stream.read(buf, len);
+    if (n > 0 && stream.take_wake_due()) send_wake();  // the writer waits for room
+    return n;
+  }
+  for (;;) {
+    ssize_t n = ::recv(sock_.get(), buf, len, MSG_DONTWAIT);
+    if (n >= 0) return n;
+    if (errno != EINTR) return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+  }
+}
+
 ssize_t conn::fill() noexcept {
   if (rx_head_ == rx_tail_) {
     rx_head_ = rx_tail_ = 0;
@@ -319,12 +359,26 @@ ssize_t conn::fill() noexcept {
     rx_head_ = 0;
   }
   if (rx_tail_ == staging) return -ENOBUFS;  // the caller consumes first
+  ssize_t n = read_into(rx_buf_.get() + rx_tail_, staging - rx_tail_);
+  if (n > 0) rx_tail_ += static_cast<size_t>(n);
+  return n;
+}
+
+int conn::drain_socket() noexcept {
+  char scratch[64];
+  int r;
   for (;;) {
-    ssize_t n = ::recv(sock_.get(), rx_buf_.get() + rx_tail_, staging - rx_tail_, MSG_DONTWAIT);
-    if (n > 0) rx_tail_ += static_cast<size_t>(n);
-    if (n >= 0) return n;
-    if (errno != EINTR) return -errno;
+    ssize_t n = ::recv(sock_.get(), scratch, sizeof scratch, MSG_DONTWAIT);
+    if (n > 0) continue;
+    if (n < 0 && errno == EINTR) continue;
+    r = n == 0 ? 0 : (errno == EAGAIN || errno == EWOULDBLOCK ? 1 : -errno);
+    break;
   }
+  // Then the pending wake: a peer that set it before this store made its
+  // change before, so the caller's look at the pipes that follows sees it;
+  // one that sets it after sends a byte that stays in the socket.
+  stream.take_wake();
+  return r;
 }
 
 }  // namespace weft::tcp

@@ -5,6 +5,7 @@
 
 #include "core/errc.hpp"
 #include "prov/tcp/frame.hpp"
+#include "prov/tcp/local_stream.hpp"
 #include "prov/tcp/params.hpp"
 #include "prov/tcp/proto.hpp"
 #include "util/fd.hpp"
@@ -50,6 +51,8 @@ void tune_stream(int fd) noexcept;
 // ping-pong over loopback takes about 3x as long under bbr as under reno).
 // Called once the connection is established (before, there is no peer).
 void tune_local(int fd) noexcept;
+// Whether the established socket's two ends are on this host.
+bool same_host_socket(int fd) noexcept;
 // A listening socket bound to `addr` (port 0: any); errc of the failure.
 errc listen_socket(const sockaddr* addr, int backlog, util::unique_fd& out) noexcept;
 errc errc_of_errno(int e) noexcept;
@@ -159,6 +162,27 @@ class conn {
   void consume(size_t n) noexcept { rx_head_ += n; }
   // recv into the staging buffer: bytes read, 0 at end of stream, -errno.
   ssize_t fill() noexcept;
+  // recv straight into a buffer (a large payload's): the same results.
+  ssize_t read_into(void* buf, size_t len) noexcept;
+
+  // ---- the same-host stream (local_stream.hpp, docs/decisions.md) ----
+  // Once in use, every frame both ways goes through `stream`; the socket
+  // carries only wake bytes and the end of the connection.
+  bool local() const noexcept { return local_; }
+  local_stream stream;          // active: created and offered; passive: attached
+  util::unique_fd stream_memfd; // active: the file offered, until cm_resp answers
+  uint64_t stream_cookie = 0;   // active: the offer's cookie
+  uint32_t offer_pid = 0;       // passive: the offer in cm_req (0: none)
+  int32_t offer_fd = -1;
+  uint64_t offer_cookie = 0;
+  bool stream_wakes = false;    // what want_wakes last stored
+  // From now on (active), or once the control frame now queued is out on
+  // the socket (passive: cm_resp), bytes go through the stream.
+  void use_stream() noexcept { local_ = true; }
+  void use_stream_after_ctrl() noexcept { stream_after_ctrl_ = true; }
+  // A local connection's socket: takes the pending wake and reads the wake
+  // bytes; 1 when it is empty, 0 at end of stream, -errno.
+  int drain_socket() noexcept;
 
   // ---- owner's state ----
   conn_state state;
@@ -209,7 +233,12 @@ class conn {
   conn* prev = nullptr;
 
  private:
+  void send_wake() noexcept;
+  ssize_t write_out(const iovec* v, size_t k) noexcept;
+
   util::unique_fd sock_;
+  bool local_ = false;
+  bool stream_after_ctrl_ = false;
   std::unique_ptr<std::byte[]> rx_buf_;
   size_t rx_head_ = 0, rx_tail_ = 0;
   tx_entry* tx_head_ = nullptr;

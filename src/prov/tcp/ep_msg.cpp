@@ -18,6 +18,8 @@
 #include "util/wait.hpp"
 
 #include <sys/epoll.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -82,10 +84,10 @@ int endpoint::connect(const void* addr, const void* param, size_t len) {
     }
     std::unique_ptr<conn> c = std::make_unique<conn>(std::move(s), true, limits_);
     std::memcpy(&c->peer, sa, util::sockaddr_len(sa));
-    frame req{};
-    req.op = proto::op::cm_req;
-    req.minor = proto::minor_version;
-    c->set_ctrl(req, param, len);
+    // cm_req is built once the socket is connected (send_cm_req): only then
+    // is it known whether the peer is on this host.
+    c->cm_len = static_cast<uint16_t>(len);
+    if (len) std::memcpy(c->cm_data, param, len);
     c->deadline_ns = util::now_ns() + uint64_t(cfg().conn_timeout_ms) * 1000000u;
     if (::connect(c->fd(), sa, util::sockaddr_len(sa)) != 0 && errno != EINPROGRESS)
       c->connect_errno = errno;  // reported on the EQ by progress
@@ -118,6 +120,7 @@ int endpoint::accept(const void* param, size_t len) {
     frame resp{};
     resp.op = proto::op::cm_resp;
     resp.minor = proto::minor_version;
+    if (attach_stream(c)) resp.features = proto::feature_local_stream;
     c.set_ctrl(resp, param, len);
     c.state = conn_state::connected;
     c.event_pending = true;  // FI_CONNECTED once cm_resp has left
@@ -134,6 +137,16 @@ bool endpoint::on_cm_resp(conn& c) noexcept {
     return false;
   }
   if (f.status == 0) {
+    bool offered = c.stream.valid();
+    c.stream_memfd.reset();  // answered: the peer attached or never will
+    if (offered && (f.features & proto::feature_local_stream)) {
+      // After its cm_resp the peer writes only wake bytes to the socket (one
+      // may follow at once, after a shutdown frame): drop any read with it.
+      c.consume(c.staged_len());
+      c.use_stream();
+    } else if (offered) {
+      c.stream = local_stream{};
+    }
     c.state = conn_state::connected;
     c.deadline_ns = 0;
     cm_event(FI_CONNECTED, c.cm_data, c.cm_len);
@@ -146,6 +159,68 @@ bool endpoint::on_cm_resp(conn& c) noexcept {
   shutdown_ = true;
   retire(c);
   return false;
+}
+
+// ---- the same-host stream (local_stream.hpp, proto::feature_local_stream) ----
+
+bool endpoint::stream_allowed(const conn& c) const noexcept {
+  // Manual progress only: the thread of automatic progress sleeps in epoll
+  // and would need a wake byte for every frame, which is the socket's cost.
+  return cfg().local_stream && domain_->progress() == FI_PROGRESS_MANUAL &&
+         same_host_socket(c.fd());
+}
+
+void endpoint::send_cm_req(conn& c) noexcept {
+  frame req{};
+  req.op = proto::op::cm_req;
+  req.minor = proto::minor_version;
+  if (stream_allowed(c)) {
+    uint64_t cookie = 0;
+    util::unique_fd memfd;
+    if (::getrandom(&cookie, sizeof cookie, 0) == sizeof cookie &&
+        local_stream::create(local_pipe_bytes, cookie, c.stream, memfd) == errc::ok) {
+      req.features = proto::feature_local_stream;
+      req.local_pid = static_cast<uint32_t>(::getpid());
+      req.local_fd = memfd.get();
+      req.local_cookie = cookie;
+      c.stream_memfd = std::move(memfd);
+    } else {
+      WEFT_INFO(&provider(), FI_LOG_EP_CTRL, "tcp: no same-host stream to %s (%s): the "
+                "connection stays on the socket", describe(c.peer).c_str(), std::strerror(errno));
+    }
+  }
+  c.set_ctrl(req, c.cm_data, c.cm_len);
+}
+
+bool endpoint::attach_stream(conn& c) noexcept {
+  if (!c.offer_pid || !stream_allowed(c)) return false;
+  errc e = local_stream::attach(static_cast<pid_t>(c.offer_pid), c.offer_fd, c.offer_cookie,
+                                c.stream);
+  if (e != errc::ok) {
+    // Another user, another PID namespace, a peer that lied: the socket.
+    WEFT_INFO(&provider(), FI_LOG_EP_CTRL, "tcp: cannot attach to the same-host stream of %s "
+              "(pid %u, fd %d): %s; the connection stays on the socket",
+              describe(c.peer).c_str(), c.offer_pid, c.offer_fd, fi_strerror(static_cast<int>(e)));
+    c.stream = local_stream{};
+    return false;
+  }
+  c.use_stream_after_ctrl();
+  return true;
+}
+
+void endpoint::watch_sleepers(conn& c) noexcept {
+  bool want = false;
+  for (util::cq* q : {bound_.tx_cq.get(), bound_.rx_cq.get()})
+    if (q && q->may_sleep()) want = true;
+  for (util::cntr* n : {bound_.send_cntr.get(), bound_.recv_cntr.get(), bound_.read_cntr.get(),
+                        bound_.write_cntr.get(), bound_.rem_read_cntr.get(),
+                        bound_.rem_write_cntr.get()})
+    if (n && n->may_sleep()) want = true;
+  wakes_on_ = want;
+  if (want != c.stream_wakes) {
+    c.stream_wakes = want;
+    c.stream.want_wakes(want);
+  }
 }
 
 // The connection is over (peer's shutdown, end of stream, an error): once,

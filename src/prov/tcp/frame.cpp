@@ -250,6 +250,11 @@ size_t build_header(const frame& f, std::span<std::byte> out) noexcept {
     case op::cm_resp: {
       proto::cm_ext e{f.features, f.status, f.minor, {}};
       store(ext, e);
+      if (f.op == op::cm_req && (f.features & proto::feature_local_stream)) {
+        if (out.size() < n + sizeof(proto::local_ext)) return 0;
+        store(ext + sizeof e, proto::local_ext{f.local_pid, f.local_fd, f.local_cookie});
+        n += sizeof(proto::local_ext);
+      }
       break;
     }
     case op::hello: {
@@ -349,6 +354,17 @@ frame_reader::check frame_reader::decode_ext() noexcept {
       f_.features = e.features;
       f_.status = e.status;
       f_.minor = e.minor;
+      // An offer without its extension is no offer (the bit alone is not).
+      if (f_.op == op::cm_req && (e.features & proto::feature_local_stream)) {
+        if (f_.hdr_len >= sizeof(proto::header) + sizeof e + sizeof(proto::local_ext)) {
+          auto l = load<proto::local_ext>(ext + sizeof e);
+          f_.local_pid = l.pid;
+          f_.local_fd = l.fd;
+          f_.local_cookie = l.cookie;
+        } else {
+          f_.features &= ~proto::feature_local_stream;
+        }
+      }
       break;
     }
     case op::hello: {

@@ -100,6 +100,10 @@ struct frame {
   uint8_t req_op;        // error: op of the failed request
   uint8_t addr_len;      // hello
   uint8_t addr[proto::hello_addr_max];
+  // cm_req with proto::feature_local_stream: the stream offered
+  uint32_t local_pid;
+  int32_t local_fd;
+  uint64_t local_cookie;
   friend bool operator==(const frame&, const frame&) = default;
 };
 

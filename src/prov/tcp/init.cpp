@@ -75,6 +75,11 @@ fi_provider* weft_tcp_provider() noexcept {
                     "of its own addresses), where there is no congestion to control and a "
                     "pacing algorithm such as bbr slows bulk transfers down; empty: the "
                     "system's default (default: reno)");
+    fi_param_define(p, "local_stream", FI_PARAM_BOOL,
+                    "Carry FI_EP_MSG connections whose two ends are on this host and belong to "
+                    "one user through shared memory after the TCP handshake (the socket then "
+                    "only wakes a sleeping peer and ends the connection); manual progress "
+                    "only (default: 1)");
     char* value = nullptr;
     if (fi_param_get_str(p, "iface", &value) == 0 && value) the_config.iface = value;
     value = nullptr;
@@ -84,6 +89,9 @@ fi_provider* weft_tcp_provider() noexcept {
     int keepalive = 0;
     if (fi_param_get_int(p, "keepalive", &keepalive) == 0 && keepalive >= 0)
       the_config.keepalive_s = keepalive;
+    int local_stream = 1;
+    if (fi_param_get_bool(p, "local_stream", &local_stream) == 0)
+      the_config.local_stream = local_stream != 0;
     size_t limit = 0;
     if (fi_param_get_size_t(p, "unexp_limit", &limit) == 0 && limit > 0)
       the_config.unexp_limit = limit;

@@ -41,6 +41,8 @@ std::atomic_ref<T> shared(T& x) noexcept {
   return std::atomic_ref<T>(x);
 }
 
+constexpr size_t publish_step = 4096;
+
 size_t total_bytes(size_t pipe_bytes) noexcept {
   return local_layout::data_offset + 2 * pipe_bytes;
 }
@@ -80,6 +82,7 @@ local_stream& local_stream::operator=(local_stream&& o) noexcept {
     head_ = o.head_;
     head_seen_ = o.head_seen_;
     corrupt_ = o.corrupt_;
+    wake_check_ = o.wake_check_;
   }
   return *this;
 }
@@ -124,6 +127,11 @@ errc local_stream::attach(pid_t pid, int fd, uint64_t cookie, local_stream& out)
   std::snprintf(path, sizeof path, "/proc/%d/fd/%d", static_cast<int>(pid), fd);
   util::unique_fd f(::open(path, O_RDWR | O_CLOEXEC));
   if (!f.valid()) return from_errno(errno);
+  // Only a stream another process of our own user created: a root process
+  // that may open anyone's descriptors still shares memory only with itself.
+  struct stat st{};
+  if (::fstat(f.get(), &st) != 0) return from_errno(errno);
+  if (st.st_uid != ::geteuid()) return errc::access;
   return attach_fd(f.get(), cookie, out);
 }
 
@@ -180,41 +188,69 @@ pipe_ctl& local_stream::in_ctl() const noexcept {
 }
 
 bool local_stream::peer_tail(uint64_t& tail) noexcept {
-  tail = shared(in_ctl().tail).load(std::memory_order_acquire);
+  // seq_cst: after want_wakes' store (a plain load on x86).
+  tail = shared(in_ctl().tail).load(std::memory_order_seq_cst);
   if (tail - head_ > cap_) corrupt_ = true;  // also a tail behind our head
   return !corrupt_;
 }
 
 ssize_t local_stream::writev(const iovec* iov, int count) noexcept {
   if (corrupt_) return -EIO;
-  // The reader's position is loaded only when the last one seen leaves no
-  // room: its line then stays with the reader instead of moving on every
-  // write.
   size_t want = 0;
   for (int i = 0; i < count; ++i) want += iov[i].iov_len;
-  if (cap_ - (tail_ - head_seen_) < std::min<uint64_t>(want, cap_)) {
-    const uint64_t head = shared(out_ctl().head).load(std::memory_order_acquire);
-    if (tail_ - head > cap_) {  // also a head beyond what we wrote
-      corrupt_ = true;
-      return -EIO;
-    }
-    head_seen_ = head;
-  }
-  size_t room = static_cast<size_t>(cap_ - (tail_ - head_seen_));
-  if (room == 0) return -EAGAIN;
+  if (!want) return 0;  // only empty iovecs
   size_t done = 0;
-  for (int i = 0; i < count && room; ++i) {
-    size_t n = std::min(room, iov[i].iov_len);
-    if (!n) continue;
-    ring_put(out_data_, mask_, tail_ + done, static_cast<const std::byte*>(iov[i].iov_base), n);
-    done += n;
-    room -= n;
+  int at = 0;
+  size_t at_off = 0;
+  bool blocked_said = false;
+  for (;;) {
+    // The reader's position is loaded only when the last one seen leaves
+    // no room: its line then stays with the reader instead of moving on
+    // every write.
+    if (cap_ - (tail_ - head_seen_) < std::min<uint64_t>(want - done, cap_)) {
+      const uint64_t head = shared(out_ctl().head).load(std::memory_order_seq_cst);
+      if (tail_ - head > cap_) {  // also a head beyond what we wrote
+        corrupt_ = true;
+        return -EIO;
+      }
+      head_seen_ = head;
+    }
+    size_t room = static_cast<size_t>(cap_ - (tail_ - head_seen_));
+    size_t put = 0;
+    for (; at < count && room; ++at, at_off = 0) {
+      size_t n = std::min(room, iov[at].iov_len - at_off);
+      const auto* src = static_cast<const std::byte*>(iov[at].iov_base) + at_off;
+      for (size_t k = 0; k < n;) {
+        // A large copy is published piece by piece, so the reader copies
+        // out one piece while we copy in the next (a small pipe then still
+        // streams at memory speed).
+        size_t step = std::min(n - k, publish_step);
+        ring_put(out_data_, mask_, tail_ + put + k, src + k, step);
+        k += step;
+        if (k < n) shared(out_ctl().tail).store(tail_ + put + k, std::memory_order_release);
+      }
+      put += n;
+      room -= n;
+      if (at_off + n < iov[at].iov_len) {
+        at_off += n;
+        break;
+      }
+    }
+    if (put) {
+      tail_ += put;
+      done += put;
+      // seq_cst: before take_wake_due's look at the peer's `sleeping`.
+      shared(out_ctl().tail).store(tail_, std::memory_order_seq_cst);
+      wake_check_ = true;
+    }
+    if (done == want || blocked_said) break;
+    // No room for the rest: say so, then look at the reader's position once
+    // more (a reader that freed room after this store sees it and wakes us).
+    shared(out_ctl().writer_blocked).store(1, std::memory_order_seq_cst);
+    blocked_said = true;
+    head_seen_ = tail_ - cap_;  // force the reload above
   }
-  if (!done) return 0;  // only empty iovecs
-  tail_ += done;
-  // seq_cst: the first half of the wake-up handshake (peer_sleeping next).
-  shared(out_ctl().tail).store(tail_, std::memory_order_seq_cst);
-  return static_cast<ssize_t>(done);
+  return done ? static_cast<ssize_t>(done) : -EAGAIN;
 }
 
 ssize_t local_stream::read(void* buf, size_t len) noexcept {
@@ -224,9 +260,21 @@ ssize_t local_stream::read(void* buf, size_t len) noexcept {
   if (avail == 0) return -EAGAIN;
   const size_t n = std::min(avail, len);
   if (!n) return 0;
-  ring_get(in_data_, mask_, head_, static_cast<std::byte*>(buf), n);
-  head_ += n;
-  shared(in_ctl().head).store(head_, std::memory_order_release);
+  auto* dst = static_cast<std::byte*>(buf);
+  for (size_t k = 0; k < n;) {
+    // Room is given back piece by piece (see writev).
+    size_t step = std::min(n - k, publish_step);
+    ring_get(in_data_, mask_, head_, dst + k, step);
+    head_ += step;
+    k += step;
+    if (k < n) shared(in_ctl().head).store(head_, std::memory_order_release);
+  }
+  // seq_cst: before the look at writer_blocked (the writer stores that,
+  // then looks at this).
+  shared(in_ctl().head).store(head_, std::memory_order_seq_cst);
+  if (shared(in_ctl().writer_blocked).load(std::memory_order_seq_cst) &&
+      shared(in_ctl().writer_blocked).exchange(0, std::memory_order_seq_cst))
+    wake_check_ = true;
   return static_cast<ssize_t>(n);
 }
 
@@ -235,18 +283,19 @@ size_t local_stream::readable() noexcept {
   return peer_tail(tail) ? static_cast<size_t>(tail - head_) : 0;
 }
 
-bool local_stream::prepare_sleep() noexcept {
-  shared(in_ctl().sleeping).store(1, std::memory_order_seq_cst);
-  uint64_t tail = shared(in_ctl().tail).load(std::memory_order_seq_cst);
-  return tail == head_;
+void local_stream::want_wakes(bool on) noexcept {
+  shared(in_ctl().sleeping).store(on ? 1 : 0, std::memory_order_seq_cst);
 }
 
-void local_stream::woke() noexcept {
-  shared(in_ctl().sleeping).store(0, std::memory_order_relaxed);
+bool local_stream::take_wake_due() noexcept {
+  if (!wake_check_) return false;
+  wake_check_ = false;
+  if (!base_ || !shared(out_ctl().sleeping).load(std::memory_order_seq_cst)) return false;
+  return shared(out_ctl().wake_pending).exchange(1, std::memory_order_seq_cst) == 0;
 }
 
-bool local_stream::peer_sleeping() const noexcept {
-  return shared(out_ctl().sleeping).load(std::memory_order_seq_cst) != 0;
+void local_stream::take_wake() noexcept {
+  shared(in_ctl().wake_pending).store(0, std::memory_order_seq_cst);
 }
 
 }  // namespace weft::tcp

@@ -26,11 +26,15 @@
 // attach (magic, version, sizes against the file's size, and the cookie the
 // peer sent through the socket); no size is taken from shared memory after.
 //
-// Waking a reader that sleeps on the socket: it calls prepare_sleep(), which
-// sets its pipe's `sleeping` word and looks at the pipe once more (seq_cst
-// both); a writer publishes its position (seq_cst) and then checks
-// peer_sleeping(), and if it is set, writes one byte to the socket. One of
-// the two sees the other (Dekker), so no wake-up is lost; woke() clears it.
+// Waking a side that sleeps on the socket (Dekker, seq_cst on both sides):
+// a side that may sleep sets its `sleeping` word (want_wakes) before its
+// last look at the pipes. A writer publishes its position, then looks at the
+// peer's `sleeping`; a reader publishes its position, then looks at the
+// writer's `writer_blocked` (set by a writer that found no room, before it
+// looked at the reader's position once more). Whichever sees the other sends
+// one byte through the socket (take_wake_due), at most one until the
+// sleeper takes it (take_wake, then it reads the socket empty), so no
+// wake-up is lost and wake bytes do not pile up.
 #pragma once
 
 #include "core/errc.hpp"
@@ -51,12 +55,15 @@ constexpr uint32_t version = 1;
 constexpr size_t min_pipe = 4096;
 constexpr size_t max_pipe = size_t{64} << 20;
 
-// One direction's shared words, each on its own cache line: the producer's
-// position, the consumer's, and the consumer's "I may block on the socket".
+// One direction's shared words: the producer's position, the consumer's,
+// each on its own cache line, and the rarely written wake-up words on a
+// third.
 struct alignas(64) pipe_ctl {
-  alignas(64) uint64_t tail;      // bytes ever written (producer)
-  alignas(64) uint64_t head;      // bytes ever read (consumer)
-  alignas(64) uint32_t sleeping;  // consumer
+  alignas(64) uint64_t tail;  // bytes ever written (producer)
+  alignas(64) uint64_t head;  // bytes ever read (consumer)
+  alignas(64) uint32_t sleeping;  // consumer: may block on the socket (data or room)
+  uint32_t wake_pending;          // a wake byte is on its way to the consumer
+  uint32_t writer_blocked;        // producer: found no room for all it had
 };
 
 struct alignas(64) header {
@@ -106,13 +113,15 @@ class local_stream {
   // read() then says so).
   size_t readable() noexcept;
 
-  // Before blocking on the socket: false when bytes arrived meanwhile (do
-  // not block; woke() is still due).
-  bool prepare_sleep() noexcept;
-  void woke() noexcept;
-  // After a write: the reader may be blocked on the socket, so the writer
-  // should send it a byte there.
-  bool peer_sleeping() const noexcept;
+  // This side may (or no longer may) block on the socket: stored before the
+  // last look at the pipes that precedes a sleep.
+  void want_wakes(bool on) noexcept;
+  // After writev or read: whether this call is the one to send the peer a
+  // wake byte (it may sleep, and it waits for data we wrote or for room we
+  // made). True once until the peer takes it.
+  bool take_wake_due() noexcept;
+  // The sleeper's side: clears wake_pending; then read the socket empty.
+  void take_wake() noexcept;
 
  private:
   static errc map(int memfd, bool creator, uint64_t cookie, local_stream& out) noexcept;
@@ -133,6 +142,7 @@ class local_stream {
   uint64_t head_ = 0;    // our reads, likewise
   uint64_t head_seen_ = 0;  // the reader's position when last loaded (checked then)
   bool corrupt_ = false;
+  bool wake_check_ = false;  // a write or a freeing read since take_wake_due
 };
 
 }  // namespace weft::tcp

@@ -332,7 +332,9 @@ void endpoint::flush(conn& c) noexcept {
       cm_event(FI_CONNECTED, nullptr, 0);
     }
   }
-  want_out(c, st == conn::io::blocked || c.state == conn_state::connecting);
+  // A local connection's socket is always writable: its stream is retried
+  // on every progress call instead (progress_local).
+  want_out(c, (st == conn::io::blocked && !c.local()) || c.state == conn_state::connecting);
 }
 
 bool endpoint::cork(conn& c) noexcept {

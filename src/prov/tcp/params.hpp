@@ -24,7 +24,14 @@ struct config {
   // FI_TCP_LOCAL_CC: congestion control of connections within the host
   // (tune_local); empty: the system's default.
   std::string local_cc = "reno";
+  // FI_TCP_LOCAL_STREAM: same-host FI_EP_MSG connections through shared
+  // memory (local_stream.hpp, docs/decisions.md).
+  bool local_stream = true;
 };
+// Each direction's pipe of a same-host stream: the stream (two pipes and a
+// page of header, shared by both ends) and the connection's staging buffer
+// keep an idle connection under 64 KiB.
+inline constexpr size_t local_pipe_bytes = 16 * 1024;
 const config& cfg() noexcept;
 fi_provider& provider() noexcept;
 

@@ -356,6 +356,12 @@ void pep::read_request(connreq& r) noexcept {
           return;
         }
         c.cm_len = static_cast<uint16_t>(f.payload_len);
+        if ((f.features & proto::feature_local_stream) && f.local_pid) {
+          // Taken up, or not, by the endpoint's fi_accept (attach_stream).
+          c.offer_pid = f.local_pid;
+          c.offer_fd = f.local_fd;
+          c.offer_cookie = f.local_cookie;
+        }
         if (f.payload_len)
           c.reader.set_target(c.cm_data, f.payload_len);
         else

@@ -105,7 +105,17 @@ static_assert(std::endian::native == std::endian::little,
 
 inline constexpr uint16_t magic = 0x7477;  // bytes 'w' 't' on the wire
 inline constexpr uint8_t version = 1;      // major
-inline constexpr uint16_t minor_version = 0;
+inline constexpr uint16_t minor_version = 1;
+
+// Features of minor version 1 (cm_ext.features; cm_req offers, cm_resp
+// accepts a subset of the offer).
+// feature_local_stream: the two ends share a host and a user; the cm_req
+// carries a local_ext after its cm_ext (hdr_len 48) naming a same-host
+// stream (local_stream.hpp) the active side created. A cm_resp accepting
+// it means the passive side attached to it; every frame after cm_resp, both
+// ways, then goes through the stream, and the socket carries only wake
+// bytes (any value, discarded) and the end of the connection.
+inline constexpr uint32_t feature_local_stream = 1u << 0;
 
 inline constexpr size_t max_hdr_len = 256;     // base + extension, upper bound
 inline constexpr size_t cm_data_max = 256;     // FI_OPT_CM_DATA_SIZE
@@ -207,6 +217,14 @@ struct cm_ext {
   uint8_t reserved[6];
 };
 
+// cm_req with feature_local_stream, after cm_ext: process `pid`'s
+// descriptor `fd` is the stream's memfd, whose header holds `cookie`.
+struct local_ext {
+  uint32_t pid;
+  int32_t fd;
+  uint64_t cookie;
+};
+
 // hello (RDM)
 struct hello_ext {
   uint32_t features;
@@ -246,6 +264,9 @@ static_assert(offsetof(atomic_ext, cq_data) == 0 && offsetof(atomic_ext, count) 
               offsetof(atomic_ext, datatype) == 12 && offsetof(atomic_ext, atomic_op) == 13 &&
               offsetof(atomic_ext, iov_count) == 14);
 static_assert(wire_struct<cm_ext> && sizeof(cm_ext) == 16 && alignof(cm_ext) == 4);
+static_assert(wire_struct<local_ext> && sizeof(local_ext) == 16 && alignof(local_ext) == 8);
+static_assert(offsetof(local_ext, pid) == 0 && offsetof(local_ext, fd) == 4 &&
+              offsetof(local_ext, cookie) == 8);
 static_assert(offsetof(cm_ext, features) == 0 && offsetof(cm_ext, status) == 4 &&
               offsetof(cm_ext, minor) == 8);
 static_assert(wire_struct<hello_ext> && sizeof(hello_ext) == 32 && alignof(hello_ext) == 4);

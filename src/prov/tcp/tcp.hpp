@@ -289,6 +289,19 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   void msg_lost(conn& c, int err, bool graceful) noexcept;
   void cm_error(int err, const void* data, size_t len) noexcept;
+  // The same-host stream of a MSG connection (ep_msg.cpp): whether this end
+  // may use one; the active side's cm_req (with an offer when it may); the
+  // passive side's attach at fi_accept; the wake-up words.
+  bool stream_allowed(const conn& c) const noexcept;
+  void send_cm_req(conn& c) noexcept;
+  bool attach_stream(conn& c) noexcept;
+  // A bound CQ or counter may have a sleeper: the peer must then send wake
+  // bytes (local_stream::want_wakes), as shm's endpoints ask of theirs.
+  void watch_sleepers(conn& c) noexcept;
+  // One call's work on a local connection: wakes, its socket (`drain`, or
+  // while a thread may sleep), writes, reads (progress.cpp).
+  template <class Lock>
+  bool progress_local(conn& c, bool drain) noexcept;
   void cm_event(uint32_t event, const void* data, size_t len) noexcept;
 
   util::ref<util::domain> domain_;
@@ -339,6 +352,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   // Progress calls since the last epoll_wait while one peer is read directly.
   static constexpr uint32_t epoll_every = 16;
   uint32_t direct_polls_ = 0;
+  bool wakes_on_ = false;  // the local stream's peer is asked for wake bytes
   // RDM
   util::unique_fd listener_;
   sockaddr_storage local_{};

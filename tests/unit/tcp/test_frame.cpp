@@ -45,6 +45,8 @@ frame base(op o, uint32_t payload_len, uint32_t id = 7, uint16_t flags = 0) {
 // The frame as the reader reports it: hdr_len and rma_len filled in.
 frame decoded(frame f) {
   f.hdr_len = static_cast<uint16_t>(header_size(f.op, f.iov_count));
+  if (f.op == op::cm_req && (f.features & proto::feature_local_stream))
+    f.hdr_len += sizeof(proto::local_ext);  // the offer follows cm_ext
   f.rma_len = 0;
   for (unsigned i = 0; i < f.iov_count; ++i) f.rma_len += f.iov[i].len;
   return f;
@@ -568,6 +570,37 @@ TEST(tcp_frame, header_length_checked) {
       EXPECT_EQ(parse_whole(b).err, frame_error::bad_hdr_len) << len;
     }
   }
+}
+
+TEST(tcp_frame, a_local_stream_offer_travels_in_cm_req) {
+  frame f = base(op::cm_req, 3);
+  f.minor = 1;
+  f.features = proto::feature_local_stream;
+  f.local_pid = 4242;
+  f.local_fd = 17;
+  f.local_cookie = 0x0123456789abcdefull;
+  bytes b = encode(f, pattern(3, 1));
+  auto r = drive(b, whole());
+  ASSERT_EQ(r.err, frame_error::none);
+  ASSERT_EQ(r.frames.size(), 1u);
+  EXPECT_EQ(r.frames[0].f.hdr_len, 48u);
+  EXPECT_EQ(r.frames[0].f.local_pid, 4242u);
+  EXPECT_EQ(r.frames[0].f.local_fd, 17);
+  EXPECT_EQ(r.frames[0].f.local_cookie, 0x0123456789abcdefull);
+  // The bit without the extension (a 32-byte header) is no offer.
+  frame g = base(op::cm_req, 0);
+  g.features = proto::feature_local_stream;
+  bytes c = encode(g, {});
+  c.resize(sizeof(proto::header) + sizeof(proto::cm_ext));
+  proto::header h;
+  std::memcpy(&h, c.data(), sizeof h);
+  h.hdr_len = static_cast<uint16_t>(c.size());
+  std::memcpy(c.data(), &h, sizeof h);
+  auto q = drive(c, whole());
+  ASSERT_EQ(q.err, frame_error::none);
+  ASSERT_EQ(q.frames.size(), 1u);
+  EXPECT_EQ(q.frames[0].f.features & proto::feature_local_stream, 0u);
+  EXPECT_EQ(q.frames[0].f.local_pid, 0u);
 }
 
 TEST(tcp_frame, longer_header_is_skipped) {

@@ -154,16 +154,49 @@ TEST(local_stream, a_corrupt_peer_position_is_an_error_not_a_read_out_of_bounds)
   ::munmap(raw, local_layout::data_offset);
 }
 
-TEST(local_stream, a_reader_about_to_sleep_is_seen_by_the_writer) {
+TEST(local_stream, a_side_that_may_sleep_is_owed_one_wake_byte_per_sleep) {
   pair p;
-  EXPECT_FALSE(p.a.peer_sleeping());
-  EXPECT_TRUE(p.b.prepare_sleep());  // empty: it may block
-  EXPECT_TRUE(p.a.peer_sleeping());
-  EXPECT_EQ(put(p.a, "z", 1), 1);  // the writer would send its byte now
-  p.b.woke();
-  EXPECT_FALSE(p.a.peer_sleeping());
-  EXPECT_FALSE(p.b.prepare_sleep());  // a byte waits: do not block
-  p.b.woke();
+  EXPECT_EQ(put(p.a, "x", 1), 1);
+  EXPECT_FALSE(p.a.take_wake_due());  // b polls: no byte
+  p.b.want_wakes(true);
+  EXPECT_FALSE(p.a.take_wake_due());  // nothing written since the last look
+  EXPECT_EQ(put(p.a, "y", 1), 1);
+  EXPECT_TRUE(p.a.take_wake_due());  // the writer sends its byte now
+  EXPECT_EQ(put(p.a, "z", 1), 1);
+  EXPECT_FALSE(p.a.take_wake_due());  // one byte is already on its way
+  p.b.take_wake();                    // b took it (and reads the socket empty)
+  EXPECT_EQ(put(p.a, "w", 1), 1);
+  EXPECT_TRUE(p.a.take_wake_due());
+  p.b.take_wake();
+  p.b.want_wakes(false);
+  EXPECT_EQ(put(p.a, "v", 1), 1);
+  EXPECT_FALSE(p.a.take_wake_due());
+  // The other direction has its own words.
+  p.a.want_wakes(true);
+  EXPECT_EQ(put(p.b, "u", 1), 1);
+  EXPECT_TRUE(p.b.take_wake_due());
+}
+
+TEST(local_stream, a_reader_that_frees_room_wakes_a_blocked_writer) {
+  pair p(4096);
+  std::vector<char> big(6000, 'x');
+  EXPECT_EQ(put(p.a, big.data(), big.size()), 4096);  // blocked with 1904 left
+  p.a.want_wakes(true);
+  char buf[100];
+  EXPECT_EQ(p.b.read(buf, sizeof buf), 100);
+  EXPECT_TRUE(p.b.take_wake_due());  // a waits for room and may sleep
+  EXPECT_EQ(p.b.read(buf, sizeof buf), 100);
+  EXPECT_FALSE(p.b.take_wake_due());  // it was told once; it is not blocked again
+  p.a.take_wake();
+  EXPECT_EQ(put(p.a, big.data(), 1000), 200);  // blocked once more
+  EXPECT_EQ(p.b.read(buf, sizeof buf), 100);
+  EXPECT_TRUE(p.b.take_wake_due());
+  // A writer that is not blocked is not woken by reads.
+  pair q(4096);
+  q.a.want_wakes(true);
+  EXPECT_EQ(put(q.a, "abc", 3), 3);
+  EXPECT_EQ(q.b.read(buf, sizeof buf), 3);
+  EXPECT_FALSE(q.b.take_wake_due());
 }
 
 // Two processes: the child attaches through /proc/<parent>/fd/<n> and echoes
