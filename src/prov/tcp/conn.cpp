@@ -169,6 +169,9 @@ tx_pool::tx_pool(size_t n) : slab_(std::make_unique<tx_entry[]>(n)), avail_(0) {
 // buffer (the transmit entries belong to the endpoint's pool, the socket
 // buffers to the kernel). Kept under 64 KiB so thousands of peers stay cheap.
 static_assert(sizeof(conn) + conn::staging <= 64 * 1024);
+// A same-host FI_EP_MSG connection adds its stream (one file both ends map).
+static_assert(sizeof(conn) + conn::staging + local_layout::data_offset + 2 * local_pipe_bytes <=
+              64 * 1024);
 
 conn::conn(util::unique_fd s, bool is_active, const frame_limits& lim)
     : reader(lim),
@@ -365,9 +368,11 @@ ssize_t conn::fill() noexcept {
 }
 
 int conn::drain_socket() noexcept {
-  char scratch[64];
-  int r;
-  for (;;) {
+  char scratch[256];
+  int r = 1;
+  // Bounded: a peer that floods wake bytes cannot hold us here. Bytes left
+  // keep the socket readable, so a sleeper still wakes at once.
+  for (int i = 0; i < 16; ++i) {
     ssize_t n = ::recv(sock_.get(), scratch, sizeof scratch, MSG_DONTWAIT);
     if (n > 0) continue;
     if (n < 0 && errno == EINTR) continue;

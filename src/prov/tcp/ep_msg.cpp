@@ -136,9 +136,9 @@ bool endpoint::on_cm_resp(conn& c) noexcept {
     protocol_error<Lock>(c, "an unexpected connection response");
     return false;
   }
+  bool offered = c.stream.valid();
+  c.stream_memfd.reset();  // answered: the peer attached or never will
   if (f.status == 0) {
-    bool offered = c.stream.valid();
-    c.stream_memfd.reset();  // answered: the peer attached or never will
     if (offered && (f.features & proto::feature_local_stream)) {
       // After its cm_resp the peer writes only wake bytes to the socket (one
       // may follow at once, after a shutdown frame): drop any read with it.
@@ -153,6 +153,7 @@ bool endpoint::on_cm_resp(conn& c) noexcept {
     flush<Lock>(c);
     return c.readable();
   }
+  if (offered) c.stream = local_stream{};
   WEFT_INFO(&provider(), FI_LOG_EP_CTRL, "connection to %s refused: %s",
             describe(c.peer).c_str(), fi_strerror(f.status));
   cm_error(f.status, c.cm_data, c.cm_len);

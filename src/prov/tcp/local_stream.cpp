@@ -125,7 +125,9 @@ errc local_stream::attach(pid_t pid, int fd, uint64_t cookie, local_stream& out)
   if (pid <= 0 || fd < 0) return errc::inval;
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/fd/%d", static_cast<int>(pid), fd);
-  util::unique_fd f(::open(path, O_RDWR | O_CLOEXEC));
+  // O_NONBLOCK | O_NOCTTY: a peer may name any descriptor of its own; a
+  // FIFO or a terminal must neither block us nor become ours.
+  util::unique_fd f(::open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (!f.valid()) return from_errno(errno);
   // Only a stream another process of our own user created: a root process
   // that may open anyone's descriptors still shares memory only with itself.
@@ -142,7 +144,10 @@ errc local_stream::attach_fd(int memfd, uint64_t cookie, local_stream& out) noex
 errc local_stream::map(int memfd, bool creator, uint64_t cookie, local_stream& out) noexcept {
   struct stat st{};
   if (::fstat(memfd, &st) != 0) return from_errno(errno);
-  if (!S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(local_layout::data_offset))
+  // Sized before it is mapped: a huge file would only cost address space,
+  // but it is no stream either.
+  if (!S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(local_layout::data_offset) ||
+      st.st_size > static_cast<off_t>(total_bytes(local_layout::max_pipe)))
     return errc::inval;
   const auto size = static_cast<size_t>(st.st_size);
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);

@@ -199,6 +199,24 @@ TEST(local_stream, a_reader_that_frees_room_wakes_a_blocked_writer) {
   EXPECT_FALSE(q.b.take_wake_due());
 }
 
+// What a peer names through /proc may be anything of its own: a FIFO (whose
+// open must not block), a file far larger than any stream.
+TEST(local_stream, attach_refuses_what_is_not_a_stream) {
+  int fifo[2];
+  ASSERT_EQ(::pipe(fifo), 0);
+  local_stream s;
+  EXPECT_NE(local_stream::attach(::getpid(), fifo[0], cookie, s), errc::ok);
+  EXPECT_FALSE(s.valid());
+  ::close(fifo[0]);
+  ::close(fifo[1]);
+  util::unique_fd big(::memfd_create("big", MFD_CLOEXEC));
+  ASSERT_TRUE(big.valid());
+  ASSERT_EQ(::ftruncate(big.get(), off_t{1} << 40), 0);  // sparse: costs nothing
+  EXPECT_EQ(local_stream::attach(::getpid(), big.get(), cookie, s), errc::inval);
+  EXPECT_FALSE(s.valid());
+  EXPECT_EQ(local_stream::attach(::getpid(), 1 << 20, cookie, s), errc::noent);  // no such fd
+}
+
 // Two processes: the child attaches through /proc/<parent>/fd/<n> and echoes
 // 8 MiB back in odd-sized pieces; the parent checks every byte.
 TEST(local_stream, two_processes_stream_through_proc) {
