@@ -387,6 +387,93 @@ TEST_P(cm, a_message_wakes_a_sleeping_receiver) {
   EXPECT_LT(woke - sent_at, std::chrono::milliseconds(500));
 }
 
+// A thread asleep on the client's CQ from before the connection is
+// established (it runs the client's progress itself, cm_resp included):
+// after the move to the stream it must still be woken by what the server
+// sends.
+TEST_P(cm, a_receiver_asleep_across_the_connection_setup_is_woken) {
+  open_ep(client, info);
+  char in[8] = {};
+  fi_context rctx;
+  ASSERT_EQ(fi_recv(client.ep, in, sizeof in, nullptr, 0, &rctx), 0);
+  ASSERT_EQ(fi_connect(client.ep, &server_addr, nullptr, 0), 0);
+  ssize_t got = 0;
+  std::chrono::steady_clock::time_point woke;  // read after the join
+  std::thread reader([&] {
+    fi_cq_tagged_entry e;
+    got = fi_cq_sread(client.cq, &e, 1, nullptr, 10000);
+    woke = std::chrono::steady_clock::now();
+  });
+  // The server side only: its EQ and CQ (reading the client's would run
+  // the client's progress here).
+  uint32_t event = 0;
+  alignas(fi_eq_cm_entry) char buf[sizeof(fi_eq_cm_entry) + 512];
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  auto sent_at = until;
+  ssize_t r;
+  while ((r = fi_eq_read(server.eq, &event, buf, sizeof buf, 0)) == -FI_EAGAIN &&
+         std::chrono::steady_clock::now() < until) {
+  }
+  EXPECT_EQ(event, static_cast<uint32_t>(FI_CONNREQ));
+  if (r >= static_cast<ssize_t>(sizeof(fi_eq_cm_entry)) && event == FI_CONNREQ) {
+    fi_info* ci = reinterpret_cast<fi_eq_cm_entry*>(buf)->info;
+    open_ep(server, ci);
+    fi_freeinfo(ci);
+    EXPECT_EQ(fi_accept(server.ep, nullptr, 0), 0);
+    // The client's sleeper reads cm_resp and goes back to sleep.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    sent_at = std::chrono::steady_clock::now();
+    while ((r = fi_inject(server.ep, "welcome", 8, 0)) == -FI_EAGAIN) fi_cq_read(server.cq, nullptr, 0);
+    EXPECT_EQ(r, 0);
+    for (int i = 0; i < 100; ++i) fi_cq_read(server.cq, nullptr, 0);
+  }
+  reader.join();
+  ASSERT_EQ(got, 1);
+  EXPECT_STREQ(in, "welcome");
+  // Woken by the message, not by a timer of the connection's setup (whose
+  // deadline, FI_TCP_CONN_TIMEOUT, would wake it later).
+  EXPECT_LT(woke - sent_at, std::chrono::milliseconds(1000));
+}
+
+// The sender's end arrives while the receiver's CQ is full and messages
+// wait in the stream: every message is still delivered, then FI_SHUTDOWN.
+TEST_P(cm, messages_before_a_shutdown_arrive_through_a_full_cq) {
+  ASSERT_EQ(fi_close(&server.cq->fid), 0);
+  fi_cq_attr cattr{};
+  cattr.format = FI_CQ_FORMAT_TAGGED;
+  cattr.wait_obj = FI_WAIT_FD;
+  cattr.size = 2;
+  ASSERT_EQ(fi_cq_open(server.dom, &cattr, &server.cq, nullptr), 0);
+  connect();
+  // More messages than progress calls between two looks at the socket
+  // (tcp: 16), so its end is seen while most still wait in the stream.
+  constexpr int n = 64;
+  char in[n][8] = {};
+  fi_context rctx[n];
+  for (int i = 0; i < n; ++i) ASSERT_EQ(fi_recv(server.ep, in[i], 8, nullptr, 0, &rctx[i]), 0);
+  for (int i = 0; i < n; ++i) {
+    char msg[8] = {'m', static_cast<char>(i)};
+    ssize_t r;
+    while ((r = fi_inject(client.ep, msg, sizeof msg, 0)) == -FI_EAGAIN) fi_cq_read(client.cq, nullptr, 0);
+    ASSERT_EQ(r, 0);
+  }
+  for (int i = 0; i < 10; ++i) fi_cq_read(client.cq, nullptr, 0);  // written out
+  ASSERT_EQ(fi_shutdown(client.ep, 0), 0);
+  int done = 0;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (done < n && std::chrono::steady_clock::now() < until) {
+    fi_cq_tagged_entry e;
+    ssize_t r = fi_cq_read(server.cq, &e, 1);
+    if (r == -FI_EAGAIN) continue;
+    ASSERT_EQ(r, 1) << "completion " << done << ": " << fi_strerror(int(-r));
+    EXPECT_EQ(e.op_context, &rctx[done]);
+    EXPECT_EQ(in[done][1], static_cast<char>(done));
+    ++done;
+  }
+  EXPECT_EQ(done, n);
+  expect_shutdown(server);
+}
+
 // A peer process killed in the middle of a message: the receive it was
 // filling fails, and the endpoint reports the shutdown; nothing hangs.
 TEST_P(cm, a_peer_killed_mid_message_fails_the_receive) {

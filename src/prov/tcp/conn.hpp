@@ -171,11 +171,12 @@ class conn {
   bool local() const noexcept { return local_; }
   local_stream stream;          // active: created and offered; passive: attached
   util::unique_fd stream_memfd; // active: the file offered, until cm_resp answers
-  uint64_t stream_cookie = 0;   // active: the offer's cookie
   uint32_t offer_pid = 0;       // passive: the offer in cm_req (0: none)
   int32_t offer_fd = -1;
   uint64_t offer_cookie = 0;
   bool stream_wakes = false;    // what want_wakes last stored
+  bool peer_eof = false;        // the socket ended; acted on once the stream is read out
+  int eof_err = 0;              // its errno (0: a clean end of stream)
   // From now on (active), or once the control frame now queued is out on
   // the socket (passive: cm_resp), bytes go through the stream.
   void use_stream() noexcept { local_ = true; }

@@ -204,7 +204,15 @@ void endpoint::arm_timer(uint64_t deadline_ns) noexcept {
   if (timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &t, nullptr) == 0) timer_at_ = deadline_ns;
 }
 
+void endpoint::unwatch(conn& c) noexcept {
+  if (c.fd() >= 0 && c.events) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd(), nullptr);
+  c.events = 0;
+}
+
 void endpoint::close_fd(conn& c) noexcept {
+  // Wake bytes left unread would make our close a reset to the peer, which
+  // it would take for a lost connection, not an end.
+  if (c.local() && c.fd() >= 0 && !c.peer_eof) c.drain_socket();
   if (c.fd() >= 0) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd(), nullptr);
   c.close_socket();
   c.events = 0;

@@ -144,6 +144,9 @@ bool endpoint::on_cm_resp(conn& c) noexcept {
       // may follow at once, after a shutdown frame): drop any read with it.
       c.consume(c.staged_len());
       c.use_stream();
+      // A thread may already sleep on a bound CQ: ask for wake bytes before
+      // the stream is first looked at (pump reads on after this frame).
+      watch_sleepers(c);
     } else if (offered) {
       c.stream = local_stream{};
     }
@@ -205,7 +208,17 @@ bool endpoint::attach_stream(conn& c) noexcept {
     c.stream = local_stream{};
     return false;
   }
+  if (c.stream.capacity() != local_pipe_bytes) {  // our size, not one the peer picks
+    WEFT_INFO(&provider(), FI_LOG_EP_CTRL, "tcp: the same-host stream of %s has pipes of %zu "
+              "bytes, not %zu; the connection stays on the socket", describe(c.peer).c_str(),
+              c.stream.capacity(), local_pipe_bytes);
+    c.stream = local_stream{};
+    return false;
+  }
   c.use_stream_after_ctrl();
+  // A thread may already sleep on a bound CQ: the peer, which writes only
+  // after it read our cm_resp, must see that it should send wake bytes.
+  watch_sleepers(c);
   return true;
 }
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <string_view>
 #include <utility>
 
 namespace weft::tcp {
@@ -42,6 +43,8 @@ std::atomic_ref<T> shared(T& x) noexcept {
 }
 
 constexpr size_t publish_step = 4096;
+constexpr std::string_view memfd_name = "weft-tcp-local";
+constexpr int required_seals = F_SEAL_SHRINK | F_SEAL_GROW;
 
 size_t total_bytes(size_t pipe_bytes) noexcept {
   return local_layout::data_offset + 2 * pipe_bytes;
@@ -99,7 +102,7 @@ errc local_stream::create(size_t pipe_bytes, uint64_t cookie, local_stream& out,
   if (pipe_bytes < local_layout::min_pipe || pipe_bytes > local_layout::max_pipe ||
       !std::has_single_bit(pipe_bytes))
     return errc::inval;
-  util::unique_fd fd(::memfd_create("weft-tcp-local", MFD_CLOEXEC));
+  util::unique_fd fd(::memfd_create(memfd_name.data(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return from_errno(errno);
   const size_t total = total_bytes(pipe_bytes);
   // Reserved now: a full tmpfs or memory limit is this error, not a SIGBUS
@@ -116,6 +119,9 @@ errc local_stream::create(size_t pipe_bytes, uint64_t cookie, local_stream& out,
   h.pipe_bytes = pipe_bytes;
   h.cookie = cookie;
   if (::pwrite(fd.get(), &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return errc::io;
+  // Its size is fixed for good: neither end can shrink the file under the
+  // other's mapping (a SIGBUS there) or grow it.
+  if (::fcntl(fd.get(), F_ADD_SEALS, required_seals | F_SEAL_SEAL) != 0) return from_errno(errno);
   if (errc e = map(fd.get(), true, cookie, out); e != errc::ok) return e;
   memfd = std::move(fd);
   return errc::ok;
@@ -125,19 +131,31 @@ errc local_stream::attach(pid_t pid, int fd, uint64_t cookie, local_stream& out)
   if (pid <= 0 || fd < 0) return errc::inval;
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/fd/%d", static_cast<int>(pid), fd);
-  // O_NONBLOCK | O_NOCTTY: a peer may name any descriptor of its own; a
-  // FIFO or a terminal must neither block us nor become ours.
+  // What the peer names is looked at before it is opened: only one of our
+  // streams (a regular file, a memfd of our name, of our user) is; opening
+  // anything else (a device) could have effects of its own.
+  struct stat before{};
+  if (::stat(path, &before) != 0) return from_errno(errno);
+  if (!S_ISREG(before.st_mode)) return errc::inval;
+  if (before.st_uid != ::geteuid()) return errc::access;
+  // A memfd's link reads "/memfd:<name> (deleted)".
+  char target[64] = {};
+  ssize_t n = ::readlink(path, target, sizeof target - 1);
+  if (n < 0) return from_errno(errno);
+  const std::string_view link(target, static_cast<size_t>(n));
+  if (!link.starts_with("/memfd:") || !link.substr(7).starts_with(memfd_name)) return errc::inval;
   util::unique_fd f(::open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (!f.valid()) return from_errno(errno);
-  // Only a stream another process of our own user created: a root process
-  // that may open anyone's descriptors still shares memory only with itself.
   struct stat st{};
   if (::fstat(f.get(), &st) != 0) return from_errno(errno);
-  if (st.st_uid != ::geteuid()) return errc::access;
+  if (st.st_dev != before.st_dev || st.st_ino != before.st_ino) return errc::inval;  // replaced meanwhile
   return attach_fd(f.get(), cookie, out);
 }
 
 errc local_stream::attach_fd(int memfd, uint64_t cookie, local_stream& out) noexcept {
+  // Sealed against shrinking and growing (which also proves a memfd).
+  int seals = ::fcntl(memfd, F_GET_SEALS);
+  if (seals < 0 || (seals & required_seals) != required_seals) return errc::inval;
   return map(memfd, false, cookie, out);
 }
 

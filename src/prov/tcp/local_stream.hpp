@@ -101,6 +101,7 @@ class local_stream {
   static errc attach_fd(int memfd, uint64_t cookie, local_stream& out) noexcept;
 
   bool valid() const noexcept { return base_ != nullptr; }
+  size_t capacity() const noexcept { return static_cast<size_t>(cap_); }
 
   // Copies what fits of the iovecs into the outgoing pipe and publishes it:
   // the byte count, -EAGAIN when the pipe is full, -EIO once the peer's

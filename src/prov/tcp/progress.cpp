@@ -42,7 +42,7 @@ bool endpoint::run_progress() noexcept {
   // call; epoll (wake bytes, the end of the connection, deadlines) is asked
   // every epoll_every calls, or on every call while a thread may sleep (its
   // wake bytes are then read at once).
-  if (conn* c = msg_conn_; c && c->local()) {
+  if (conn* c = msg_conn_; c && c->local() && c->fd() >= 0) {
     bool more = progress_local<Lock>(*c, false);
     if (!wakes_on_ && ++direct_polls_ < epoll_every) {
       if (sweep_needed_) sweep();
@@ -117,16 +117,30 @@ bool endpoint::progress_local(conn& c, bool drain) noexcept {
   // While a thread may sleep, the socket is read empty and the pending wake
   // taken before the pipes are looked at (local_stream.hpp): a wake sent
   // after that look then stays in the socket and wakes the sleeper.
-  int sock = 1;
-  if (drain || wakes_on_) sock = c.drain_socket();
+  if (!c.peer_eof && (drain || wakes_on_)) {
+    int sock = c.drain_socket();
+    // A peer that closes with wake bytes unread in its socket resets it:
+    // for a local connection that is its end too (the frames read out of
+    // the stream tell whether it was a clean one).
+    if (sock == -ECONNRESET) sock = 0;
+    if (sock <= 0) {
+      c.peer_eof = true;
+      c.eof_err = -sock;
+      // Level-triggered, the end would wake every sleeper until the stream
+      // is read out: from here on progress looks at the stream alone.
+      unwatch(c);
+    }
+  }
   if (!c.tx_idle() && c.state != conn_state::closed) flush<Lock>(c);
   if (c.stalled) {  // retried here, on every call, not only from epoll's turn
     std::erase(stalled_, &c);
     c.stalled = false;
   }
   if (c.readable()) pump<Lock>(c);
-  // The end of the connection: what the stream held was read just now.
-  if (sock <= 0 && c.readable()) on_eof<Lock>(c, sock == 0 ? 0 : -sock);
+  // The end of the connection once every frame before it is in: not while
+  // the CQ is full or the stream still holds bytes.
+  if (c.peer_eof && c.readable() && !c.stalled && c.stream.readable() == 0)
+    on_eof<Lock>(c, c.eof_err);
   return !c.stalled && !tx_deferred_head_;
 }
 
@@ -150,7 +164,8 @@ void endpoint::pump(conn& c) noexcept {
       if (!handle<Lock>(c, r.st)) return;
       continue;
     }
-    if (drained || budget-- == 0) return;
+    // (A connection that moved to its stream in this call reads on.)
+    if ((drained && !c.local()) || budget-- == 0) return;
     ssize_t n;
     std::span<std::byte> w = c.reader.recv_window();
     if (w.size() >= conn::staging / 2) {

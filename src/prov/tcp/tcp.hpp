@@ -168,6 +168,9 @@ class endpoint : public util::endpoint_object<endpoint> {
   conn* adopt(std::unique_ptr<conn> c, uint32_t events) noexcept;
   void watch(conn& c, uint32_t events) noexcept;
   void want_out(conn& c, bool on) noexcept;
+  // Leaves epoll, the socket staying open (a local connection whose peer
+  // ended: its stream is read out first).
+  void unwatch(conn& c) noexcept;
   void arm_timer(uint64_t deadline_ns) noexcept;
   // Leaves epoll and closes the socket; the object stays.
   void close_fd(conn& c) noexcept;

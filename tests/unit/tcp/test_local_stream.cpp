@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -110,9 +111,25 @@ TEST(local_stream, attach_checks_the_cookie_and_the_header) {
   ASSERT_EQ(local_stream::create(4096, cookie, a, fd), errc::ok);
   EXPECT_EQ(local_stream::attach_fd(fd.get(), cookie + 1, b), errc::inval);
   EXPECT_FALSE(b.valid());
-  // A file of the wrong size for its header.
-  ASSERT_EQ(::ftruncate(fd.get(), 4096 + 3 * 4096), 0);
-  EXPECT_EQ(local_stream::attach_fd(fd.get(), cookie, b), errc::inval);
+  // Neither end can resize the file under the other's mapping (a SIGBUS
+  // there): it is sealed.
+  EXPECT_EQ(::ftruncate(fd.get(), 4096 + 3 * 4096), -1);
+  EXPECT_EQ(errno, EPERM);
+  // A file with a stream's header but not sealed, and one sealed at the
+  // wrong size for its header.
+  for (bool seal : {false, true}) {
+    util::unique_fd f(::memfd_create("weft-tcp-local", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    ASSERT_TRUE(f.valid());
+    std::vector<std::byte> head(4096);
+    ASSERT_EQ(::pread(fd.get(), head.data(), head.size(), 0), 4096);
+    ASSERT_EQ(::pwrite(f.get(), head.data(), head.size(), 0), 4096);
+    ASSERT_EQ(::ftruncate(f.get(), seal ? 4096 + 3 * 4096 : 4096 + 2 * 4096), 0);
+    if (seal) {
+      ASSERT_EQ(::fcntl(f.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    }
+    EXPECT_EQ(local_stream::attach_fd(f.get(), cookie, b), errc::inval) << seal;
+    EXPECT_FALSE(b.valid());
+  }
   // Sizes the creator refuses.
   util::unique_fd other;
   local_stream c;
@@ -199,8 +216,9 @@ TEST(local_stream, a_reader_that_frees_room_wakes_a_blocked_writer) {
   EXPECT_FALSE(q.b.take_wake_due());
 }
 
-// What a peer names through /proc may be anything of its own: a FIFO (whose
-// open must not block), a file far larger than any stream.
+// What a peer names through /proc may be anything of its own: a FIFO, a
+// file far larger than any stream. Each is refused before it is opened (not
+// a regular file; not a memfd of our name).
 TEST(local_stream, attach_refuses_what_is_not_a_stream) {
   int fifo[2];
   ASSERT_EQ(::pipe(fifo), 0);
@@ -209,11 +227,20 @@ TEST(local_stream, attach_refuses_what_is_not_a_stream) {
   EXPECT_FALSE(s.valid());
   ::close(fifo[0]);
   ::close(fifo[1]);
-  util::unique_fd big(::memfd_create("big", MFD_CLOEXEC));
+  util::unique_fd big(::memfd_create("weft-tcp-local", MFD_CLOEXEC));
   ASSERT_TRUE(big.valid());
   ASSERT_EQ(::ftruncate(big.get(), off_t{1} << 40), 0);  // sparse: costs nothing
   EXPECT_EQ(local_stream::attach(::getpid(), big.get(), cookie, s), errc::inval);
   EXPECT_FALSE(s.valid());
+  util::unique_fd named(::memfd_create("something-else", MFD_CLOEXEC));
+  ASSERT_TRUE(named.valid());
+  EXPECT_EQ(local_stream::attach(::getpid(), named.get(), cookie, s), errc::inval);
+  // Our own stream, named by its descriptor, attaches.
+  util::unique_fd mine;
+  local_stream a;
+  ASSERT_EQ(local_stream::create(4096, cookie, a, mine), errc::ok);
+  EXPECT_EQ(local_stream::attach(::getpid(), mine.get(), cookie, s), errc::ok);
+  EXPECT_TRUE(s.valid());
   EXPECT_EQ(local_stream::attach(::getpid(), 1 << 20, cookie, s), errc::noent);  // no such fd
 }
 
