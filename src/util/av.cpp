@@ -29,23 +29,29 @@ struct av_ops {
   static av* self(fid_av* a) noexcept { return av::from(a); }
   static int insert(fid_av* a, const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags,
                     void* context) noexcept {
-    return abi_guard(
-        [&] { return self(a)->template insert<Lock>(addr, count, fi_addr, flags, context); });
+    return inserted(a, abi_guard([&] {
+                      return self(a)->template insert<Lock>(addr, count, fi_addr, flags, context);
+                    }));
   }
   static int insertsvc(fid_av* a, const char* node, const char* service, fi_addr_t* fi_addr,
                        uint64_t flags, void* context) noexcept {
-    return abi_guard(
-        [&] { return self(a)->template insertsvc<Lock>(node, service, fi_addr, flags, context); });
+    return inserted(a, abi_guard([&] {
+                      return self(a)->template insertsvc<Lock>(node, service, fi_addr, flags,
+                                                               context);
+                    }));
   }
   static int insertsym(fid_av* a, const char* node, size_t nodecnt, const char* service,
                        size_t svccnt, fi_addr_t* fi_addr, uint64_t flags, void* context) noexcept {
-    return abi_guard([&] {
-      return self(a)->template insertsym<Lock>(node, nodecnt, service, svccnt, fi_addr, flags,
-                                               context);
-    });
+    return inserted(a, abi_guard([&] {
+                      return self(a)->template insertsym<Lock>(node, nodecnt, service, svccnt,
+                                                               fi_addr, flags, context);
+                    }));
   }
   static int remove(fid_av* a, fi_addr_t* fi_addr, size_t count, uint64_t flags) noexcept {
-    return abi_guard([&] { return self(a)->template remove<Lock>(fi_addr, count, flags); });
+    int rc = abi_guard([&] { return self(a)->template remove<Lock>(fi_addr, count, flags); });
+    // Even a partly refused remove removed the valid addresses.
+    if (count && rc != -FI_EBADFLAGS && rc != -FI_EPERM) self(a)->notify(false);
+    return rc;
   }
   static int lookup(fid_av* a, fi_addr_t fi_addr, void* addr, size_t* addrlen) noexcept {
     return abi_guard([&] { return self(a)->template lookup<Lock>(fi_addr, addr, addrlen); });
@@ -55,7 +61,16 @@ struct av_ops {
   }
   static int set_user_id(fid_av* a, fi_addr_t fi_addr, fi_addr_t user_id,
                          uint64_t flags) noexcept {
-    return abi_guard([&] { return self(a)->template set_user_id<Lock>(fi_addr, user_id, flags); });
+    int rc =
+        abi_guard([&] { return self(a)->template set_user_id<Lock>(fi_addr, user_id, flags); });
+    if (!rc) self(a)->notify(false);  // messages are labelled with user ids
+    return rc;
+  }
+  // After an insert: endpoints holding messages from unknown senders look
+  // again (with FI_EVENT, rc 0 may still have added addresses).
+  static int inserted(fid_av* a, int rc) noexcept {
+    if (rc >= 0) self(a)->notify(true);
+    return rc;
   }
   static constexpr fi_ops_av table = {
       .size = sizeof(fi_ops_av),
@@ -194,6 +209,21 @@ av::av(domain& dom, const av_codec& codec, const fi_av_attr& attr, void* context
 av::~av() = default;
 
 int av::close() { return close_if_unused(prov_of(this), FI_LOG_AV, "AV"); }
+
+void av::watch(void* obj, watch_fn fn) {
+  std::lock_guard g{watch_mutex_};
+  watchers_.emplace_back(obj, fn);
+}
+
+void av::unwatch(void* obj) noexcept {
+  std::lock_guard g{watch_mutex_};
+  std::erase_if(watchers_, [&](const auto& w) { return w.first == obj; });
+}
+
+void av::notify(bool inserted_only) noexcept {
+  std::lock_guard g{watch_mutex_};
+  for (auto [obj, fn] : watchers_) fn(obj, inserted_only);
+}
 
 int av::bind(struct fid* bfid, uint64_t flags) {
   if (!is_class(bfid, FI_CLASS_EQ)) {

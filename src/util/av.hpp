@@ -298,6 +298,20 @@ class av : public fid_object<av, fid_av> {
   int bind(struct fid* bfid, uint64_t flags);
   int close();
 
+  // ---- endpoints that queue messages by source ----
+  // An endpoint bound to this AV that labels queued messages with their
+  // senders' fi_addr learns of every change, after the AV's own lock is
+  // released: `inserted_only` when addresses were only added (a sender that
+  // was unknown may now have an address), false after a remove or a user id
+  // change (any label may be stale). Control path: the watcher list has a
+  // lock of its own, held across the calls, so unwatch() returns only once
+  // no call to that endpoint is under way. A watcher must not call into this
+  // AV's insert or remove from its callback.
+  using watch_fn = void (*)(void* obj, bool inserted_only) noexcept;
+  void watch(void* obj, watch_fn fn);  // throws bad_alloc
+  void unwatch(void* obj) noexcept;
+  void notify(bool inserted_only) noexcept;
+
  private:
   template <class Lock>
   auto guard() const noexcept {
@@ -344,6 +358,8 @@ class av : public fid_object<av, fid_av> {
   uint32_t indexed_bound_ = 0;
   uint64_t indexed_gen_ = 0;
   av_table table_;
+  std::mutex watch_mutex_;
+  std::vector<std::pair<void*, watch_fn>> watchers_;
 };
 
 }  // namespace weft::util

@@ -136,6 +136,7 @@ void ep_bindings::unbind(void* hook_obj, int wait_fd) noexcept {
     eq_->progress().remove(hook_obj);
     if (wait_fd >= 0) eq_->remove_wait_fd(wait_fd);
   }
+  if (av_) av_->unwatch(hook_obj);
   tx_cq.reset();
   rx_cq.reset();
   send_cntr.reset();

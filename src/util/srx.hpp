@@ -62,6 +62,12 @@ inline bool srx_addr_match(fi_addr_t want, fi_addr_t have) noexcept {
 inline bool srx_tag_match(uint64_t want, uint64_t ignore, uint64_t have) noexcept {
   return ((want ^ have) & ~ignore) == 0;
 }
+// A message's source the receiver could not name: its sender was not in the
+// AV. weft's providers report FI_ADDR_NOTAVAIL (what FI_SOURCE completions
+// say); fi_peer(3)'s foreach_unspec_addr speaks of FI_ADDR_UNSPEC.
+inline bool srx_unknown_source(fi_addr_t a) noexcept {
+  return a == FI_ADDR_NOTAVAIL || a == FI_ADDR_UNSPEC;
+}
 
 // Where an entry is; only the engine reads it.
 enum class srx_state : uint8_t {
@@ -290,6 +296,35 @@ class srx {
   template <class Lock>
   void foreach_unspec_addr(fi_addr_t (*get_addr)(fi_peer_rx_entry*)) noexcept;
 
+  // ---- sources that change after a message was queued ----
+  // A message from a peer that was not in the AV when it arrived is queued
+  // with an unknown source (srx_unknown_source: FI_ADDR_NOTAVAIL, as weft's
+  // providers label it, or FI_ADDR_UNSPEC, as fi_peer(3) peers may). When the
+  // AV changes, the provider gives each queued message its source again:
+  // `source(entry)` answers the address the message's sender has now, or an
+  // unknown one. Unexpected and claimed messages are relabelled under the
+  // engine's lock, so a receive posted after this returns matches the new
+  // labels. `all`: every queued message (after fi_av_remove, whose removed
+  // peers' messages become unknown again); else only the unknown ones, and
+  // nothing at all is scanned while none was queued (the common insert).
+  template <class Lock, class F>
+  void relabel(F&& source, bool all) noexcept {
+    [[maybe_unused]] auto g = guard<Lock>();
+    if (!all && !unknown_) return;
+    size_t still = 0;
+    for (rx_queue* q : {&unexp_msg_, &unexp_tag_, &claimed_}) {
+      for (fi_peer_rx_entry* e = q->front(); e && e != q->end(); e = e->next) {
+        if (all || srx_unknown_source(e->addr)) {
+          fi_addr_t a = source(e);
+          // An answer of "unknown" keeps the label the peer gave.
+          if (!srx_unknown_source(a) || !srx_unknown_source(e->addr)) e->addr = a;
+        }
+        still += srx_unknown_source(e->addr);
+      }
+    }
+    unknown_ = still;
+  }
+
   // ---- the owner's own peer, fast path ----
   // A provider matching through an engine it owns (no lnx in between) may
   // take a posted receive for a message directly: the oldest posted receive
@@ -406,6 +441,10 @@ class srx {
   rx_queue unexp_msg_, unexp_tag_;
   rx_queue claimed_;
   size_t posted_ = 0, unexpected_ = 0, claimed_count_ = 0;
+  // Messages queued with an unknown source since the last relabel counted
+  // them: an upper bound (they are not counted out as receives take them),
+  // so an insert scans only while some may be waiting.
+  size_t unknown_ = 0;
   std::vector<std::unique_ptr<face>> faces_;
 };
 

@@ -177,6 +177,7 @@ int srx::get(fid_peer_srx* face, const fi_peer_match_attr& a, fi_peer_rx_entry**
   s->state = srx_state::unexp_pending;
   (tagged ? unexp_tag_ : unexp_msg_).push_back(&s->rx);
   ++unexpected_;
+  unknown_ += srx_unknown_source(a.addr);
   *out = &s->rx;
   return to_fi(errc::noent);
 }
@@ -254,12 +255,11 @@ void srx::free_entry(fi_peer_rx_entry* e) noexcept {
   }
 }
 
+// fi_peer(3): a peer's AV gained addresses; the peer names the source of
+// each message queued from an unknown one.
 template <class Lock>
 void srx::foreach_unspec_addr(fi_addr_t (*get_addr)(fi_peer_rx_entry*)) noexcept {
-  [[maybe_unused]] auto g = guard<Lock>();
-  for (rx_queue* q : {&unexp_msg_, &unexp_tag_, &claimed_})
-    for (fi_peer_rx_entry* e = q->front(); e && e != q->end(); e = e->next)
-      if (e->addr == FI_ADDR_UNSPEC) e->addr = get_addr(e);
+  relabel<Lock>(get_addr, false);
 }
 
 #define WEFT_SRX_INSTANTIATE(L)                                          \

@@ -247,8 +247,30 @@ int endpoint::enable() {
   if (caps_ & FI_ATOMIC)
     atomic = const_cast<fi_ops_atomic*>(locked_ ? atomic_table<util::mutex_lock>()
                                                 : atomic_table<util::null_lock>());
+  if (want_source_) {
+    try {
+      bound_.av_->watch(this, &av_changed);  // unwatched by bound_.unbind
+    } catch (const std::bad_alloc&) {
+      return to_fi(errc::nomem);
+    }
+  }
   enabled_ = true;
   return 0;
+}
+
+void endpoint::av_changed(void* self, bool inserted_only) noexcept {
+  auto* ep = static_cast<endpoint*>(self);
+  auto run = [&]<class Lock>() {
+    [[maybe_unused]] auto g = ep->guard<Lock>();  // progress queues under it
+    if (ep->srx_)
+      ep->srx_->relabel<Lock>(queued_source, !inserted_only);
+    else if (inserted_only)  // fi_peer(3) has no call for a remove
+      ep->face_->owner_ops->foreach_unspec_addr(ep->face_, queued_source);
+  };
+  if (ep->locked_)
+    run.template operator()<util::mutex_lock>();
+  else
+    run.template operator()<util::null_lock>();
 }
 
 void endpoint::arm_timer(uint64_t period) noexcept {

@@ -269,6 +269,13 @@ fi_addr_t endpoint::source_of(inbound& in) noexcept {
   return av.report(in.src);
 }
 
+fi_addr_t endpoint::queued_source(fi_peer_rx_entry* e) noexcept {
+  auto* r = static_cast<const rec_base*>(e->peer_context);
+  if (!r || !r->ep || !r->ep->want_source_) return FI_ADDR_NOTAVAIL;
+  util::av& av = *r->ep->bound_.av_;
+  return av.report(av.reverse(reinterpret_cast<const uint8_t*>(&r->from)));
+}
+
 template <class Lock>
 int endpoint::match(bool tagged, fi_addr_t src, size_t size, uint64_t tag,
                     fi_peer_rx_entry** e) noexcept {
@@ -279,9 +286,10 @@ int endpoint::match(bool tagged, fi_addr_t src, size_t size, uint64_t tag,
 }
 
 template <class Lock>
-int endpoint::queue(fi_peer_rx_entry* e, bool tagged) noexcept {
+int endpoint::queue(fi_peer_rx_entry* e, bool tagged, const addr_entry& from) noexcept {
   auto* r = static_cast<rec_base*>(e->peer_context);
   r->ep = this;
+  r->from = from;
   r->queued = e;
   r->q_prev = nullptr;
   r->q_next = queued_;
@@ -330,7 +338,7 @@ bool endpoint::handle(inbound& in, const msg_view& v) noexcept {
       set_data(e, v.fields);
       e->peer_context = static_cast<rec_base*>(u);
       in.cons.release(v);
-      queue<Lock>(e, tagged);
+      queue<Lock>(e, tagged, in.id);
       return true;
     }
     case proto::op_rts_cma:
@@ -440,7 +448,7 @@ bool endpoint::handle_rts(inbound& in, const msg_view& v) noexcept {
     if (in.records) in.records->prev = r;
     in.records = r;
     e->peer_context = static_cast<rec_base*>(r);
-    queue<Lock>(e, tagged);
+    queue<Lock>(e, tagged, in.id);
     return true;
   }
   rx_xfer* x = new (std::nothrow) rx_xfer;
@@ -476,7 +484,7 @@ bool endpoint::handle_rts(inbound& in, const msg_view& v) noexcept {
   watch(in);
   if (unexpected) {
     e->peer_context = static_cast<rec_base*>(x);
-    queue<Lock>(e, tagged);
+    queue<Lock>(e, tagged, in.id);
   }
   if (!p.total) {
     x->done = true;

@@ -191,6 +191,9 @@ struct rec_base {
   rec_kind kind;
   endpoint* ep = nullptr;
   fi_peer_rx_entry* queued = nullptr;  // the entry, while queued
+  // The sender, so that a message queued while it was not in the AV is
+  // labelled with its fi_addr once it is inserted (endpoint::relabel).
+  addr_entry from{};
   rec_base* q_prev = nullptr;
   rec_base* q_next = nullptr;
 };
@@ -512,9 +515,16 @@ class endpoint : public util::endpoint_object<endpoint> {
   // endpoint's own (no indirect call), else the peer SRX owner's.
   template <class Lock>
   int match(bool tagged, fi_addr_t src, size_t size, uint64_t tag, fi_peer_rx_entry** e) noexcept;
-  // Queues an unexpected message whose peer_context is set.
+  // Queues an unexpected message from `from` whose peer_context is set.
   template <class Lock>
-  int queue(fi_peer_rx_entry* e, bool tagged) noexcept;
+  int queue(fi_peer_rx_entry* e, bool tagged, const addr_entry& from) noexcept;
+  // util::av::watch: the bound AV changed; queued messages whose sender was
+  // unknown get its address, and after a remove every queued message is
+  // labelled again (ep.cpp).
+  static void av_changed(void* self, bool inserted_only) noexcept;
+  // The source a queued message's sender has now (its peer_context is a
+  // rec_base): fi_peer(3)'s get_addr for foreach_unspec_addr.
+  static fi_addr_t queued_source(fi_peer_rx_entry* e) noexcept;
   template <class Lock>
   void free_entry(fi_peer_rx_entry* e) noexcept {
     if (srx_)

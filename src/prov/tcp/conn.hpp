@@ -254,6 +254,9 @@ struct unexp_buf {
   unexp_buf* next;
   size_t cap;  // bytes of data; `small` for pooled buffers
   size_t len;  // the message's bytes
+  // RDM: who sent it, so that a message queued while its sender was not in
+  // the AV gets the sender's fi_addr once it is inserted (endpoint::relabel).
+  peer_name from;
   alignas(16) std::byte data[];
 };
 

@@ -337,7 +337,14 @@ int endpoint::enable() {
       return to_fi(errc_of_errno(errno));
     }
   }
-  if (bound_.av_) av_entry_size_ = bound_.av_->codec().entry_size;
+  if (bound_.av_) {
+    av_entry_size_ = bound_.av_->codec().entry_size;
+    try {
+      bound_.av_->watch(this, &av_changed);  // unwatched by bound_.unbind
+    } catch (const std::bad_alloc&) {
+      return to_fi(errc::nomem);
+    }
+  }
   srx_->set_cq(bound_.rx_cq.get());
   srx_->set_min_multi_recv(min_multi_recv_);
   bool rdm = type_ == FI_EP_RDM;

@@ -75,6 +75,39 @@ fi_addr_t endpoint::lookup(const peer_name& n) noexcept {
   return av->reverse(entry);
 }
 
+void endpoint::av_changed(void* self, bool inserted_only) noexcept {
+  auto* ep = static_cast<endpoint*>(self);
+  ep->with_lock([&]<class Lock>() { ep->relabel<Lock>(inserted_only); });
+}
+
+// Under lock_ (lock_ -> srx -> the AV's lock). The cost is paid here, at the
+// AV change, and only while a connection or a queued message lacks an
+// address (or, after a remove, once over each): the data path never looks.
+template <class Lock>
+void endpoint::relabel(bool inserted_only) noexcept {
+  [[maybe_unused]] auto g = guard<Lock>();
+  util::av* av = bound_.av_.get();
+  if (!av || type_ != FI_EP_RDM) return;
+  for (conn* c = conns_; c; c = c->next) {
+    if (!c->name.len) continue;
+    if (c->addr != FI_ADDR_NOTAVAIL) {
+      if (inserted_only || av->entry(c->addr)) continue;
+      unmap(*c);  // its address was removed: unknown until inserted again
+      c->addr = FI_ADDR_NOTAVAIL;
+    }
+    fi_addr_t a = lookup(c->name);
+    if (a == FI_ADDR_NOTAVAIL) continue;
+    c->addr = a;
+    if (a >= peers_.size() || !peers_[a]) map(*c, a);
+  }
+  srx_->relabel<Lock>(
+      [&](fi_peer_rx_entry* e) {
+        auto* b = static_cast<const unexp_buf*>(e->peer_context);
+        return b && b->from.len ? lookup(b->from) : FI_ADDR_NOTAVAIL;
+      },
+      !inserted_only);
+}
+
 template <class Lock>
 conn* endpoint::conn_to(fi_addr_t dest, int* err) noexcept {
   if (dest < peers_.size()) {

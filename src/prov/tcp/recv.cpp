@@ -117,6 +117,7 @@ bool endpoint::on_message(conn& c) noexcept {
       fail_conn<Lock>(c, FI_ENOMEM);
       return false;
     }
+    b->from = c.name;
     e->peer_context = b;
   }
   return true;

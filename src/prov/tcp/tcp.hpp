@@ -285,6 +285,12 @@ class endpoint : public util::endpoint_object<endpoint> {
   void map(conn& c, fi_addr_t a) noexcept;
   void unmap(conn& c) noexcept;
   fi_addr_t lookup(const peer_name& n) noexcept;
+  // util::av::watch: the bound AV changed. Connections and queued messages
+  // of peers that were unknown get their address; after a remove, those of
+  // a removed peer are unknown again (ep_rdm.cpp).
+  static void av_changed(void* self, bool inserted_only) noexcept;
+  template <class Lock>
+  void relabel(bool inserted_only) noexcept;
 
   // ---- FI_EP_MSG (ep_msg.cpp) ----
   template <class Lock>

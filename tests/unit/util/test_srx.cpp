@@ -593,6 +593,104 @@ TYPED_TEST(srx_test, foreach_unspec_addr_resolves_sources) {
   EXPECT_STREQ(b.c_str(), "anon");
 }
 
+// weft's providers label a sender not in the AV FI_ADDR_NOTAVAIL (what an
+// FI_SOURCE completion reports); fi_peer(3)'s owner relabels those too, each
+// with the answer its peer gives for that message, and keeps the label of a
+// message whose sender is still unknown.
+TYPED_TEST(srx_test, foreach_unspec_addr_relabels_each_unknown_sender_by_its_own_answer) {
+  srx_attr a;
+  a.directed_recv = true;
+  this->make(a);
+  EXPECT_EQ(this->peer_->deliver(FI_ADDR_NOTAVAIL, "from-5", true, 1), 1);
+  EXPECT_EQ(this->peer_->deliver(FI_ADDR_NOTAVAIL, "from-9", true, 1), 1);
+  EXPECT_EQ(this->peer_->deliver(FI_ADDR_NOTAVAIL, "nobody", true, 1), 1);
+  EXPECT_EQ(this->peer_->deliver(3, "from-3", true, 1), 1);
+  // The peer's answer comes from what it kept of each message.
+  auto answer = [](fi_peer_rx_entry* e) -> fi_addr_t {
+    const std::string& d = *static_cast<std::string*>(e->peer_context);
+    if (d == "from-5") return 5;
+    if (d == "from-9") return 9;
+    if (d == "from-3") ADD_FAILURE() << "a known sender was asked about";
+    return FI_ADDR_NOTAVAIL;
+  };
+  this->peer_->face->owner_ops->foreach_unspec_addr(this->peer_->face, answer);
+  std::string b(8, 0);
+  ASSERT_EQ(this->tpost(b, ctx(this->ctx_, 0), 1, 0, 0, 9), 0);
+  EXPECT_STREQ(b.c_str(), "from-9");
+  ASSERT_EQ(this->tpost(b, ctx(this->ctx_, 1), 1, 0, 0, 5), 0);
+  EXPECT_STREQ(b.c_str(), "from-5");
+  ASSERT_EQ(this->tpost(b, ctx(this->ctx_, 2), 1, 0, 0, 3), 0);
+  EXPECT_STREQ(b.c_str(), "from-3");
+  // Still unknown: only a wildcard receive takes it, and reports no source.
+  ASSERT_EQ(this->tpost(b, ctx(this->ctx_, 3), 1), 0);
+  EXPECT_STREQ(b.c_str(), "nobody");
+  auto done = this->drain();
+  ASSERT_EQ(done.size(), 4u);
+  EXPECT_EQ(this->stats().unexpected, 0u);
+}
+
+// The insert path costs nothing while no message from an unknown sender is
+// queued: the peer is not even asked.
+TYPED_TEST(srx_test, relabel_asks_nothing_while_every_sender_is_known) {
+  EXPECT_EQ(this->peer_->deliver(4, "known"), 1);
+  int asked = 0;
+  auto count = [&](fi_peer_rx_entry*) -> fi_addr_t { return ++asked, FI_ADDR_NOTAVAIL; };
+  this->engine_->template relabel<TypeParam>(count, false);
+  EXPECT_EQ(asked, 0);
+  // One unknown: asked once; still unknown, so asked again at the next
+  // insert; once it has an address, never again.
+  EXPECT_EQ(this->peer_->deliver(FI_ADDR_NOTAVAIL, "anon"), 1);
+  this->engine_->template relabel<TypeParam>(count, false);
+  this->engine_->template relabel<TypeParam>(count, false);
+  EXPECT_EQ(asked, 2);
+  this->engine_->template relabel<TypeParam>([](fi_peer_rx_entry*) -> fi_addr_t { return 6; },
+                                             false);
+  this->engine_->template relabel<TypeParam>(count, false);
+  EXPECT_EQ(asked, 2);
+  std::string b(8, 0);
+  ASSERT_EQ(this->post(b, ctx(this->ctx_, 0)), 0);
+  ASSERT_EQ(this->post(b, ctx(this->ctx_, 1)), 0);
+  auto done = this->drain();
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[1].op_context, ctx(this->ctx_, 1));
+}
+
+// After fi_av_remove every queued message is asked about (`all`), so a
+// removed sender's messages become unknown; claimed ones too.
+TYPED_TEST(srx_test, relabel_of_all_messages_makes_a_removed_sender_unknown) {
+  srx_attr a;
+  a.directed_recv = true;
+  this->make(a);
+  EXPECT_EQ(this->peer_->deliver(2, "gone", true, 1), 1);
+  EXPECT_EQ(this->peer_->deliver(8, "stays", true, 1), 1);
+  EXPECT_EQ(this->peer_->deliver(2, "claimed", true, 2), 1);
+  std::string none;
+  fi_context claim_ctx{};
+  ASSERT_EQ(this->tpost(none, &claim_ctx, 2, 0, FI_PEEK | FI_CLAIM), 0);
+  auto peeked = this->drain();
+  ASSERT_EQ(peeked.size(), 1u);
+  this->engine_->template relabel<TypeParam>(
+      [](fi_peer_rx_entry* e) -> fi_addr_t {
+        return *static_cast<std::string*>(e->peer_context) == "stays" ? 8 : FI_ADDR_NOTAVAIL;
+      },
+      true);
+  std::string b(8, 0);
+  ASSERT_EQ(this->tpost(b, ctx(this->ctx_, 0), 1, 0, 0, 2), 0);  // nothing from 2 now
+  ASSERT_EQ(this->tpost(b, ctx(this->ctx_, 1), 1, 0, 0, 8), 0);
+  EXPECT_STREQ(b.c_str(), "stays");
+  std::string c(8, 0);
+  ASSERT_EQ(this->tpost(c, &claim_ctx, 2, 0, FI_CLAIM), 0);
+  EXPECT_STREQ(c.c_str(), "claimed");
+  auto done = this->drain();
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(this->stats().posted, 1u);
+  EXPECT_EQ(this->engine_->template cancel<TypeParam>(ctx(this->ctx_, 0)), 0);
+  this->error();
+  std::string d(8, 0);
+  ASSERT_EQ(this->tpost(d, ctx(this->ctx_, 2), 1), 0);
+  EXPECT_STREQ(d.c_str(), "gone");
+}
+
 TYPED_TEST(srx_test, two_peers_share_one_arrival_order) {
   fake_peer<TypeParam> other;
   other.face = this->engine_->add_peer(nullptr, &other);
