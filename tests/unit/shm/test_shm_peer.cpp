@@ -77,7 +77,7 @@ struct owner_srx {
                             queue_tag,                foreach_unspec, free_entry};
   fi_peer_srx_context ctx{sizeof(fi_peer_srx_context), nullptr};
   fi_threading threading;
-  int gets = 0, queued_msg = 0, queued_tag = 0, freed = 0;
+  int gets = 0, queued_msg = 0, queued_tag = 0, freed = 0, foreach_calls = 0;
   fi_addr_t last_src = FI_ADDR_UNSPEC;
 
   static weft::util::srx_attr attr_for(fi_threading t) {
@@ -112,6 +112,7 @@ struct owner_srx {
     return of(e->srx)->real.queue_tag(e);
   }
   static void foreach_unspec(fid_peer_srx* s, fi_addr_t (*f)(fi_peer_rx_entry*)) {
+    of(s)->foreach_calls++;
     of(s)->real.foreach_unspec_addr(s, f);
   }
   static void free_entry(fi_peer_rx_entry* e) {
@@ -321,6 +322,49 @@ TEST_P(shm_peer, unexpected_messages_are_queued_at_the_owner_and_started_by_it) 
   EXPECT_EQ(got, big);
   EXPECT_EQ(ocq.find(&s2)->err, 0);
   EXPECT_EQ(owner->stats().unexpected, 0u);
+}
+
+// A sender the endpoints' AV does not hold yet: its messages reach the owner
+// with an unknown source; the insert makes shm tell the owner
+// (foreach_unspec_addr), and a receive directed at the new user id takes them.
+TEST_P(shm_peer, an_insert_tells_the_owner_to_name_the_unknown_sender) {
+  constexpr fi_addr_t id_c = 3000;
+  fi_av_attr aa{};
+  aa.type = FI_AV_TABLE;
+  fid_av* av_c = nullptr;
+  ASSERT_EQ(fi_av_open(domain, &aa, &av_c, nullptr), 0);
+  fid_ep* c = nullptr;
+  ASSERT_EQ(fi_endpoint(domain, info, &c, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(c, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_ep_bind(c, &av_c->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(c, &srx->fid, 0), 0);
+  ASSERT_EQ(fi_enable(c), 0);
+  char name[128] = {};
+  size_t len = sizeof name;
+  ASSERT_EQ(fi_getname(&b->fid, name, &len), 0);
+  fi_addr_t b_at_c = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(fi_av_insert(av_c, name, 1, &b_at_c, 0, nullptr), 1);
+
+  fi_context s1;
+  ASSERT_EQ(fi_send(c, "stranger", 8, nullptr, b_at_c, &s1), 0);
+  ASSERT_TRUE(drive([&] { return owner->queued_msg == 1; }));
+  EXPECT_EQ(owner->last_src, FI_ADDR_NOTAVAIL);
+  const int before = owner->foreach_calls;
+  len = sizeof name;
+  ASSERT_EQ(fi_getname(&c->fid, name, &len), 0);
+  fi_addr_t addr_c = id_c;
+  ASSERT_EQ(fi_av_insert(av, name, 1, &addr_c, FI_AV_USER_ID, nullptr), 1);
+  EXPECT_GT(owner->foreach_calls, before);
+
+  char got[8] = {};
+  fi_context r1;
+  ASSERT_EQ(owner->recv(got, sizeof got, id_c, &r1), 0);
+  ASSERT_TRUE(has(&r1));
+  EXPECT_EQ(std::string(got, 8), "stranger");
+  EXPECT_EQ(ocq.find(&r1)->src, id_c);
+  ASSERT_TRUE(has(&s1));
+  EXPECT_EQ(fi_close(&c->fid), 0);
+  EXPECT_EQ(fi_close(&av_c->fid), 0);
 }
 
 TEST_P(shm_peer, discarded_messages_complete_nothing) {
