@@ -13,7 +13,7 @@
 # RESULTS: where the results folder goes (default: bench/results); it gets
 # results.md and env.txt (how the run was produced, bench/record.py).
 # The order alternates: weft then libfabric for N, libfabric then weft for 11N.
-# A run that fails (self_inject or valgrind exits non-zero, or does not
+# A run that fails (self_inject or valgrind exits non-zero or hangs, or does not
 # report its messages checked), a weft folder without its own
 # libfabric.so.1, or a count that is not a number: status 1, no number.
 set -euo pipefail
@@ -45,10 +45,11 @@ command -v callgrind_annotate >/dev/null || die "callgrind_annotate is not insta
 
 count() { # libdir iterations: prints the program's total instructions
   local out=$tmp/cg.$2.$(basename "$1") log=$tmp/log.$2.$(basename "$1")
-  if ! LD_LIBRARY_PATH=$1 valgrind --tool=callgrind --callgrind-out-file="$out" \
+  # A hang is a failure too: a few seconds' work, ten minutes at most.
+  if ! LD_LIBRARY_PATH=$1 timeout 600 valgrind --tool=callgrind --callgrind-out-file="$out" \
       "$exe" -p "$prov" -n "$2" ${extra[@]+"${extra[@]}"} >"$log" 2>&1; then
     sed 's/^/  | /' "$log" >&2
-    die "self_inject -n $2 failed on $1"
+    die "self_inject -n $2 failed (or timed out) on $1"
   fi
   grep -q "^$2 messages of .* every one checked$" "$log" ||
     { sed 's/^/  | /' "$log" >&2; die "self_inject -n $2 on $1 did not report its messages checked"; }
