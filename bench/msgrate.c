@@ -12,20 +12,26 @@
  * acknowledgement (one message), and starts the next window. Messages per
  * second are counted at the client over the timed windows, after warm-up
  * windows that also open the connection of connection-based providers. The
- * server checks every window: each message carries its sequence number, and
- * each must arrive exactly once.
+ * server checks every window: each message carries its sequence number (its
+ * low bytes when the message is shorter than 8 bytes) and after it a
+ * pattern derived from that number, each must arrive exactly once, whole,
+ * with its length and tag; the acknowledgement carries the window's number,
+ * which the client checks.
  *
  * With -l it measures latency instead: a ping-pong of single messages sent
  * with fi_tinject, -n round trips after -W warm-up ones, each side keeping
  * two receives posted and re-posting the one just completed after it has
  * sent (so posting is not on the round trip's path, and every message
- * finds a receive waiting). Both sides check every message's sequence
- * number. It prints the one-way time, round trip / 2. This is the
+ * finds a receive waiting). Both sides check every message (sequence
+ * number, pattern, length). It prints the one-way time, round trip / 2. This is the
  * library's own latency; fi_pingpong's loop adds posting a receive and
  * waiting for a send completion to every hop.
  *
  * Builds against Debian's headers and runs on either library
- * (LD_LIBRARY_PATH), as bench/msgrate.py does.
+ * (LD_LIBRARY_PATH), as bench/msgrate.py does. Any libfabric error, a
+ * completion error, a message that is missing, repeated or wrong, or a
+ * side that dies or hangs (300 s) makes it exit 1 with a message on stderr
+ * and print no rate.
  * Usage: msgrate [-p provider] [-a node] [-s size] [-w window] [-n windows]
  *                [-W warm-up windows] [-c server-core,client-core] [-i] [-l]
  *   -a node: passed to fi_getinfo with FI_SOURCE, e.g. 127.0.0.1 for tcp */
@@ -118,12 +124,40 @@ static void open_side(const struct opts *o, struct side *s) {
 }
 
 static void close_side(struct side *s) {
-  fi_close(&s->ep->fid);
-  fi_close(&s->av->fid);
-  fi_close(&s->cq->fid);
-  fi_close(&s->domain->fid);
-  fi_close(&s->fabric->fid);
-  fi_freeinfo(s->info);
+  CHECK(s, fi_close(&s->ep->fid));
+  CHECK(s, fi_close(&s->av->fid));
+  CHECK(s, fi_close(&s->cq->fid));
+  CHECK(s, fi_close(&s->domain->fid));
+  CHECK(s, fi_close(&s->fabric->fid));
+}
+
+/* A message's contents: the sequence number's low bytes first (all 8 when
+ * there is room), then from byte 8 a pattern derived from it, so a message
+ * delivered to the wrong buffer, cut short, or stale from an earlier round
+ * does not pass. 8-byte messages carry only the number. */
+static unsigned char pattern(uint64_t seq, size_t j) { return (unsigned char)(seq * 131 + j); }
+
+static void fill(char *msg, size_t size, uint64_t seq) {
+  memcpy(msg, &seq, size < sizeof seq ? size : sizeof seq);
+  for (size_t j = sizeof seq; j < size; j++) msg[j] = (char)pattern(seq, j);
+}
+
+static int intact(const char *msg, size_t size, uint64_t seq) {
+  if (memcmp(msg, &seq, size < sizeof seq ? size : sizeof seq)) return 0;
+  for (size_t j = sizeof seq; j < size; j++)
+    if ((unsigned char)msg[j] != pattern(seq, j)) return 0;
+  return 1;
+}
+
+/* The low bytes of a message's sequence number (all of it from 8 bytes). */
+static uint64_t low_seq(const char *msg, size_t size) {
+  uint64_t v = 0;
+  memcpy(&v, msg, size < sizeof v ? size : sizeof v);
+  return v;
+}
+
+static uint64_t seq_mask(size_t size) {
+  return size >= sizeof(uint64_t) ? ~(uint64_t)0 : ((uint64_t)1 << (8 * size)) - 1;
 }
 
 static void write_all(int fd, const void *p, size_t n) {
@@ -210,7 +244,7 @@ static int server(const struct opts *o, int out, int in) {
   struct side s = {.who = "server"};
   pin(o->server_core);
   open_side(o, &s);
-  char *rbuf = calloc(o->window, o->size), ack[8] = {0};
+  char *rbuf = calloc(o->window, o->size), ack[8];
   struct fi_context2 *rctx = calloc(o->window, sizeof *rctx), actx;
   static struct fi_cq_tagged_entry got[max_window];
   static char seen[max_window];
@@ -226,28 +260,31 @@ static int server(const struct opts *o, int out, int in) {
     /* Every message of this window arrived exactly once: each carries its
      * sequence number (when it has room for one). */
     memset(seen, 0, (size_t)o->window);
+    uint64_t base = (uint64_t)w * o->window;
     for (int j = 0; j < o->window; j++) {
       size_t slot = (struct fi_context2 *)got[j].op_context - rctx;
       if (slot >= (size_t)o->window || got[j].len != o->size || got[j].tag != data_tag) {
         fprintf(stderr, "msgrate server: bad completion in window %ld\n", w);
         return 1;
       }
-      if (o->size < sizeof(uint64_t)) continue;
-      uint64_t v;
-      memcpy(&v, rbuf + slot * o->size, sizeof v);
-      uint64_t k = v - (uint64_t)w * o->window;
-      if (k >= (uint64_t)o->window || seen[k]++) {
-        fprintf(stderr, "msgrate server: window %ld: unexpected message %llu\n", w,
+      const char *msg = rbuf + slot * o->size;
+      uint64_t v = low_seq(msg, o->size);
+      uint64_t k = (v - base) & seq_mask(o->size); /* its place in the window */
+      if (k >= (uint64_t)o->window || seen[k]++ || !intact(msg, o->size, base + k)) {
+        fprintf(stderr, "msgrate server: window %ld: unexpected or damaged message %llu\n", w,
                 (unsigned long long)v);
         return 1;
       }
     }
     if (w + 1 < total) post_recvs(&s, o, rbuf, rctx);
+    uint64_t wn = (uint64_t)w;
+    memcpy(ack, &wn, sizeof ack);
     long before = sends;
     send_one(&s, ack, sizeof ack, ack_tag, &actx, &recvs, &sends, 0, got, o->window);
     while (sends == before) poll_cq(&s, &recvs, &sends, got, o->window); /* actx is reused */
   }
   close_side(&s);
+  fi_freeinfo(s.info);
   free(rbuf);
   free(rctx);
   return 0;
@@ -269,19 +306,27 @@ static int client(const struct opts *o, int out, int in) {
     for (int j = 0; j < o->window; j++) {
       uint64_t seq = (uint64_t)w * o->window + j;
       char *msg = sbuf + (size_t)j * o->size;
-      memcpy(msg, &seq, o->size < sizeof seq ? o->size : sizeof seq);
+      fill(msg, o->size, seq);
       send_one(&s, msg, o->size, data_tag, &sctx[j], &recvs, &sends, o->inject, NULL, 1);
     }
     long want_sends = o->inject ? 0 : o->window;
     while (recvs < 1 || sends < want_sends) poll_cq(&s, &recvs, &sends, NULL, 1);
+    uint64_t acked;
+    memcpy(&acked, ack, sizeof acked);
+    if (recvs != 1 || acked != (uint64_t)w) {
+      fprintf(stderr, "msgrate client: window %ld: acknowledgement for window %llu (%ld)\n", w,
+              (unsigned long long)acked, recvs);
+      exit(1);
+    }
   }
   double secs = now_s() - start;
   long msgs = (long)o->windows * o->window;
+  close_side(&s); /* the rate is printed only after a clean close */
   printf("msgrate %s (%s): %ld messages of %zu bytes, window %d, %s: %.0f msg/s\n",
          s.info->fabric_attr->prov_name, o->node ? o->node : "-", msgs, o->size, o->window,
          o->inject ? "fi_tinject" : "fi_tsend", msgs / secs);
   fflush(stdout);
-  close_side(&s);
+  fi_freeinfo(s.info);
   free(sbuf);
   free(sctx);
   return 0;
@@ -289,11 +334,13 @@ static int client(const struct opts *o, int out, int in) {
 
 /* ---- latency (-l) ---------------------------------------------------- */
 
-/* Waits for one receive completion; returns the index of its buffer. */
-static int wait_recv(struct side *s, struct fi_context2 *ctx) {
+/* Waits for one receive completion; returns the index of its buffer, or
+ * -1 for a completion that is not one of ours, of the wrong length or tag. */
+static int wait_recv(struct side *s, struct fi_context2 *ctx, size_t size) {
   long recvs = 0, sends = 0;
   struct fi_cq_tagged_entry got;
   while (recvs == 0) poll_cq(s, &recvs, &sends, &got, 1);
+  if (recvs != 1 || got.len != size || got.tag != data_tag) return -1;
   return (int)((struct fi_context2 *)got.op_context - ctx);
 }
 
@@ -316,18 +363,17 @@ static double ping_pong(const struct opts *o, struct side *s, int client) {
   for (long i = 0; i < total; i++) {
     if (i == o->warm) start = now_s();
     uint64_t seq = (uint64_t)i;
-    memcpy(sbuf, &seq, o->size < sizeof seq ? o->size : sizeof seq);
+    fill(sbuf, o->size, seq);
     long recvs = 0, sends = 0;
     int k = -1;
-    if (!client) k = wait_recv(s, rctx);
+    if (!client) k = wait_recv(s, rctx, o->size);
     send_one(s, sbuf, o->size, data_tag, NULL, &recvs, &sends, 1, NULL, 1);
     if (recvs) die(s, "a message before its turn", -FI_EIO);
-    if (client) k = wait_recv(s, rctx);
-    if (k < 0 || k > 1) die(s, "a completion for no posted receive", -FI_EIO);
-    uint64_t v = 0;
-    memcpy(&v, rbuf + (size_t)k * o->size, o->size < sizeof v ? o->size : sizeof v);
-    if (o->size >= sizeof v && v != seq) {
-      fprintf(stderr, "msgrate %s: round trip %ld carried %llu\n", s->who, i, (unsigned long long)v);
+    if (client) k = wait_recv(s, rctx, o->size);
+    if (k < 0 || k > 1) die(s, "a completion for no posted receive (or of the wrong size)", -FI_EIO);
+    if (!intact(rbuf + (size_t)k * o->size, o->size, seq)) {
+      fprintf(stderr, "msgrate %s: round trip %ld carried %llu, damaged or not its own\n", s->who,
+              i, (unsigned long long)low_seq(rbuf + (size_t)k * o->size, o->size));
       exit(1);
     }
     post_one(s, rbuf + (size_t)k * o->size, o->size, &rctx[k]);
@@ -344,13 +390,14 @@ static int ping_side(const struct opts *o, int out, int in, int client) {
   open_side(o, &s);
   swap_addresses(&s, out, in);
   double secs = ping_pong(o, &s, client);
+  close_side(&s); /* the latency is printed only after a clean close */
   if (client) {
     printf("latency %s (%s): %d round trips of %zu bytes, fi_tinject: %.4f us one-way\n",
            s.info->fabric_attr->prov_name, o->node ? o->node : "-", o->windows, o->size,
            secs / o->windows / 2 * 1e6);
     fflush(stdout);
   }
-  close_side(&s);
+  fi_freeinfo(s.info);
   return 0;
 }
 
@@ -376,6 +423,11 @@ int main(int argc, char **argv) {
   }
   if (o.size == 0 || o.window <= 0 || o.window > max_window || o.windows <= 0 || o.warm < 0) {
     fprintf(stderr, "msgrate: size, window (1..%d) and windows must be positive\n", max_window);
+    return 2;
+  }
+  if ((uint64_t)o.window - 1 > seq_mask(o.size)) {
+    fprintf(stderr, "msgrate: %zu-byte messages cannot tell %d messages of a window apart\n",
+            o.size, o.window);
     return 2;
   }
   int to_client[2], to_server[2];

@@ -18,6 +18,12 @@ their fi_getname addresses through pipes).
 messages with fi_tinject, two receives kept posted on each side, one-way
 time = round trip / 2, and beside it the latency floor of pingpong.py
 (for shm the cache-line handoff), sampled once per repetition.
+
+The program checks every message it receives (bench/msgrate.c); a run that
+fails, or a weft folder without its own libfabric.so.1, ends the script
+with status 1 and no number. Each pair's order alternates (weft first in
+odd repetitions); env.txt in the results folder records how the run was
+produced (bench/record.py).
 """
 import argparse
 import datetime
@@ -28,7 +34,8 @@ import statistics
 import subprocess
 import sys
 
-from pingpong import LATENCY_FLOORS, build_floor, loaded_library, run_floor
+from pingpong import LATENCY_FLOORS, build_floor, run_floor
+from record import Record, pair_order, require_libraries, run_main
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^msgrate (\S+) .*: ([\d.]+) msg/s$", re.M)
@@ -44,8 +51,11 @@ def run_layouts(exe, argv):
                        timeout=600)
     if r.returncode != 0:
         raise RuntimeError(f"{exe} failed:\n{r.stdout}{r.stderr}")
-    return {name: float(value) for name, value in
+    rows = {name: float(value) for name, value in
             (line.split() for line in r.stdout.splitlines()[1:])}
+    if not rows:
+        raise RuntimeError(f"{exe} printed no result:\n{r.stdout}{r.stderr}")
+    return rows
 
 
 def run(exe, libdir, args, op):
@@ -82,6 +92,7 @@ def main():
     p.add_argument("--system-lib", default="/usr/lib/x86_64-linux-gnu")
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args()
+    record = Record()
     if args.node is None and args.provider != "shm":
         args.node = "127.0.0.1"
     ops = args.ops.split(",")
@@ -100,11 +111,8 @@ def main():
                    check=True)
     try:
         libs = {"weft": args.weft_lib, "libfabric": args.system_lib}
-        loaded = {name: loaded_library(exe, d) for name, d in libs.items()}
-        for name, path in loaded.items():
-            print(f"{name}: {path}")
-        if loaded["weft"] == loaded["libfabric"]:
-            sys.exit("both runs would load the same library")
+        loaded = require_libraries(exe, libs)
+        record.libraries(loaded)
         samples, provs, floor = {}, {}, []
         floor_exe = build_floor(LATENCY_FLOORS.get(args.provider)) if "latency" in ops else None
         # shm: also what the ring layout alone costs (bench/floors/shm_ring_pingpong.c)
@@ -119,9 +127,11 @@ def main():
             if layout_exe:
                 for name, value in run_layouts(layout_exe, [args.windows, cores[0], cores[1]]).items():
                     layouts.setdefault(name, []).append(value)
+            order = pair_order(libs, rep)   # interleaved, the first one alternating
+            record.order(f"repetition {rep + 1}: {', '.join(order)} (each of {', '.join(ops)})")
             for op in ops:
-                for name, libdir in libs.items():   # interleaved: weft, libfabric, ...
-                    prov, rate = run(exe, libdir, args, op)
+                for name in order:
+                    prov, rate = run(exe, libs[name], args, op)
                     provs[name] = prov
                     samples.setdefault((op, name), []).append(rate)
             print(f"repetition {rep + 1}/{args.reps} done", flush=True)
@@ -179,19 +189,21 @@ def main():
     text = "\n".join([
         f"# {'Message rate' if rates else 'Latency'}, {args.provider}: weft vs Debian libfabric", "",
         f"`{' '.join(sys.argv)}` — {what}, {args.reps} "
-        f"interleaved repetitions; server on core {cores[0]}, client on core {cores[1]}; the same "
+        f"interleaved repetitions (weft first in odd ones, libfabric first in even ones); "
+        f"server on core {cores[0]}, client on core {cores[1]}; the same "
         "binary (bench/msgrate.c, built against Debian's headers) on both libraries; every "
-        "message's sequence number checked.", "",
+        "message's sequence number and payload checked.", "",
         f"- weft: `{loaded['weft']}` (provider {provs['weft']})",
-        f"- libfabric: `{loaded['libfabric']}` (provider {provs['libfabric']})", "",
+        f"- libfabric: `{loaded['libfabric']}` (provider {provs['libfabric']})"] + record.summary() + ["",
         "Messages per second at the client, millions; ratio = weft / libfabric (above 1 is "
         "better). Latency (`latency`: msgrate -l, a ping-pong of single messages): one-way µs, "
         "the median of the repetitions; below 1 is better. Floor: bench/floors/, the size's "
         "line, median of the per-repetition samples.", ""] + rows)
     (out / "results.md").write_text(text + "\n")
+    record.write(out)
     print(text)
     print(f"\nwritten to {out}")
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -13,7 +13,11 @@ for shm), sampled once per repetition, and for shm the single-core memcpy
 bandwidth at each size. Output: a markdown table, a TSV of every sample and
 a PNG plot (gnuplot) under the results folder.
 Benchmarks are not tests: nothing here fails on a slow number, only on a run
-that crashes or reports wrong data (fi_pingpong -c checks the data).
+that crashes or reports wrong data (fi_pingpong -c checks the data), or on
+a weft folder without its own libfabric.so.1: then it exits non-zero and
+writes no number. Each pair's order alternates (weft first in odd
+repetitions, libfabric first in even ones); env.txt in the results folder
+records how the run was produced (bench/record.py).
 """
 import argparse
 import atexit
@@ -27,6 +31,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from record import Record, pair_order, require_libraries, run_main
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # What no provider can beat on this machine, per provider: the latency floor
@@ -44,20 +50,6 @@ def parse_size(text):
         return None
     mult = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}[m.group(2)]
     return int(float(m.group(1)) * mult)
-
-
-def loaded_library(binary, libdir):
-    """Which libfabric.so.1 the dynamic linker picks for this run."""
-    env = dict(os.environ, LD_LIBRARY_PATH=libdir)
-    out = subprocess.run(["ldd", binary], env=env, capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        if "libfabric.so.1" in line:
-            path = line.split("=>")[-1].split("(")[0].strip()
-            # The file itself: on a merged /usr, /lib/... and /usr/lib/... are
-            # one library, and a directory without weft in it falls through
-            # to the system's (the same-library check must see that).
-            return os.path.realpath(path) if os.path.exists(path) else path
-    return "?"
 
 
 def free_port():
@@ -106,6 +98,11 @@ def run_pair(binary, libdir, args, size, cores, check=False):
         f = line.split()
         if len(f) == 8 and parse_size(f[0]) is not None:
             rows[parse_size(f[0])] = (float(f[6]), float(f[5]))
+    # A run that succeeds but reports nothing (or not the size asked for) is
+    # a failed run, not a missing point.
+    if not rows or (size != "all" and int(size) not in rows):
+        raise RuntimeError(f"fi_pingpong on {libdir} reported no result for size {size}:\n"
+                           f"{client.stdout}{client.stderr}")
     return rows
 
 
@@ -115,7 +112,7 @@ def build_floor(name):
         return None
     src = ROOT / "bench" / "floors" / name
     if not src.exists():
-        return None
+        raise RuntimeError(f"floor {src} is missing")
     exe = pathlib.Path("/tmp") / f"weft-floor-{src.stem}-{os.getpid()}"
     subprocess.run(["gcc", "-O2", "-o", str(exe), str(src)], check=True)
     return exe
@@ -133,6 +130,8 @@ def run_floor(exe, argv):
     for line in r.stdout.splitlines()[1:]:
         size, value = line.split()
         rows[int(size)] = float(value)
+    if not rows:
+        raise RuntimeError(f"{exe} printed no result:\n{r.stdout}{r.stderr}")
     return rows
 
 
@@ -163,13 +162,11 @@ def main():
     p.add_argument("--timeout", type=int, default=300)
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args()
+    record = Record()
 
     libs = {"weft": args.weft_lib, "libfabric": args.system_lib}
-    loaded = {name: loaded_library(args.binary, d) for name, d in libs.items()}
-    for name, path in loaded.items():
-        print(f"{name}: {path}")
-    if loaded["weft"] == loaded["libfabric"]:
-        sys.exit("both runs would load the same library")
+    loaded = require_libraries(args.binary, libs)
+    record.libraries(loaded)
 
     cores = args.cores.split(",")
     # fi_pingpong takes one size or "all"; a comma list runs it once per size.
@@ -186,7 +183,10 @@ def main():
             run_pair(args.binary, libdir, args, size, cores, check=True)
     print("data checked on both libraries", flush=True)
     for rep in range(args.reps):
-        for name, libdir in libs.items():   # interleaved: weft, libfabric, weft, ...
+        order = pair_order(libs, rep)   # interleaved, the first one alternating
+        record.order(f"repetition {rep + 1}: {', '.join(order)}")
+        for name in order:
+            libdir = libs[name]
             for size in size_args:
                 for s, val in run_pair(args.binary, libdir, args, size, cores).items():
                     samples[name].setdefault(s, []).append(val)
@@ -224,10 +224,12 @@ def main():
     md = [f"# fi_pingpong {tag}: weft vs Debian libfabric", "",
           f"`{cmd}` — one run with every byte checked (-c, {min(args.iters, 200)} iterations) "
           "on each library, then "
-          f"{args.reps} interleaved timed repetitions of {args.iters} iterations"
+          f"{args.reps} interleaved timed repetitions of {args.iters} iterations (weft first "
+          "in odd repetitions, libfabric first in even ones)"
           + (f" (at most {args.max_bytes >> 20} MiB per size)" if args.sizes != "all" else "") + ", "
           f"server on core {cores[0]}, client on core {cores[1]}, binary `{args.binary}`.", "",
-          f"- weft: `{loaded['weft']}`", f"- libfabric: `{loaded['libfabric']}`", "",
+          f"- weft: `{loaded['weft']}`", f"- libfabric: `{loaded['libfabric']}`"]
+    md += record.summary() + ["",
           "Latency is fi_pingpong's usec/xfer (one-way, the average over the run); "
           "ratio = weft / libfabric (below 1 is better for latency, above 1 better for "
           "bandwidth). Bandwidth is fi_pingpong's MB/s (10^6 bytes/s): a *ping-pong* "
@@ -257,6 +259,7 @@ def main():
                    f"{nan(memcpy.get(s))}")
     (out / "results.md").write_text("\n".join(md) + "\n")
     (out / "data.tsv").write_text("\n".join(tsv) + "\n")
+    record.write(out)
     plot(out, tag, bool(floor), bool(memcpy))
     print("\n".join(md))
     print(f"\nwritten to {out}")
@@ -292,4 +295,4 @@ unset multiplot
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

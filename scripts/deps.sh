@@ -3,7 +3,7 @@
 set -eu
 pkgs=(cmake ninja-build g++ pkg-config python3 libgtest-dev googletest
       libfabric-dev libfabric-bin gdb gnuplot-nox ccache clang libclang-rt-14-dev
-      openmpi-bin libopenmpi-dev)
+      openmpi-bin libopenmpi-dev valgrind)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

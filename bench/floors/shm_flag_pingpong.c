@@ -10,10 +10,13 @@
  * measure it in the same run as what it is compared with. The round trips
  * are timed in batches of 500 and the median batch is reported: on a shared
  * 2-core machine one preemption (a 4 ms tick) in a run of 10,000 round trips
- * adds 0.1 µs to the average, which is the scheduler, not the floor.
+ * adds 0.1 µs to the average, which is the scheduler, not the floor. The
+ * first payload byte carries the round trip's number and must come back
+ * with it, or the program exits 1.
  * Usage: shm_flag_pingpong [iterations] [server core] [client core] */
 #define _GNU_SOURCE
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,17 +107,27 @@ int main(int argc, char **argv) {
   printf("bytes\tusec/xfer\n");
   uint64_t seq = 1;
   for (int s = 0; s < nsizes; s++) {
+    unsigned char bad = 0;
     for (int i = 0; i < warm; i++, seq += 2) {
+      buf[0] = (unsigned char)seq;
       publish(l, seq, buf, sizes[s]);
       wait_for(l, seq + 1, buf, sizes[s]);
+      bad |= buf[0] ^ (unsigned char)seq;
     }
     for (int b = 0; b < iters / batch; b++) {
       double start = now_us();
       for (int i = 0; i < batch; i++, seq += 2) {
+        buf[0] = (unsigned char)seq;
         publish(l, seq, buf, sizes[s]);
         wait_for(l, seq + 1, buf, sizes[s]);
+        bad |= buf[0] ^ (unsigned char)seq;
       }
       batches[b] = (now_us() - start) / batch / 2;
+    }
+    if (bad) {
+      fprintf(stderr, "shm_flag_pingpong: a %zu-byte pong came back wrong\n", sizes[s]);
+      kill(child, SIGKILL);
+      return 1;
     }
     qsort(batches, iters / batch, sizeof *batches, by_value);
     printf("%zu\t%.3f\n", sizes[s], batches[iters / batch / 2]);

@@ -16,7 +16,8 @@
  * hop: the difference between the two rows is that transfer, paid by any
  * provider built on one-way rings however little work it does. Timed like the
  * flag floor: batches of 500 round trips, the median batch, one-way time =
- * round trip / 2, in µs.
+ * round trip / 2, in µs. The first payload byte carries the round trip's
+ * number and must come back with it, or the program exits 1.
  * Usage: shm_ring_pingpong [round trips] [server core] [client core] */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -142,9 +143,11 @@ static double run(struct shared *m, int paired, long iters, int server_core, int
   long nb = iters / batch;
   double *b = calloc(nb ? nb : 1, sizeof *b);
   double t0 = now_us();
+  unsigned char bad = 0;
   for (long i = 0; i < nb * batch; i++) {
     buf[0] = (unsigned char)i;
     round_trip(m, paired, 1, i, buf);
+    bad |= buf[0] ^ (unsigned char)i;
     if ((i + 1) % batch == 0) {
       double t = now_us();
       b[i / batch] = (t - t0) / batch / 2;
@@ -153,7 +156,12 @@ static double run(struct shared *m, int paired, long iters, int server_core, int
   }
   /* The server runs `iters` round trips; finish them. */
   for (long i = nb * batch; i < iters; i++) round_trip(m, paired, 1, i, buf);
-  waitpid(pid, NULL, 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (bad || !WIFEXITED(status) || WEXITSTATUS(status)) {
+    fprintf(stderr, "shm_ring_pingpong: %s\n", bad ? "a reply came back wrong" : "the echo side failed");
+    exit(1);
+  }
   qsort(b, nb, sizeof *b, by_value);
   double med = nb ? b[nb / 2] : 0;
   free(b);

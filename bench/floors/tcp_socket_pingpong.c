@@ -4,7 +4,10 @@
  * latency per size in fi_pingpong's units (usec/xfer). By default both sides
  * busy-poll with MSG_DONTWAIT, as fi_pingpong does; with "block" as the third
  * argument they sleep in recv, the "plain blocking-socket ping-pong" the tcp
- * issue names (on a VM that mostly measures the scheduler's wakeup).
+ * issue names (on a VM that mostly measures the scheduler's wakeup). Each
+ * ping carries the round trip's number in its first bytes and must come
+ * back with it, or the program exits 1 (as it does when a system call or
+ * the echo side fails).
  * Usage: tcp_socket_pingpong [iterations] [max size] [busy|block] */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -81,7 +84,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   char *buf = calloc(1, max + 1);
+  if (!buf) return 1;
   pid_t child = fork();
+  if (child < 0) {
+    perror("fork");
+    return 1;
+  }
   if (child == 0) { /* echo side: the first 8 bytes of each message say its size */
     pin(0);
     int c = socket(AF_INET, SOCK_STREAM, 0);
@@ -89,12 +97,17 @@ int main(int argc, char **argv) {
     setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     for (;;) {
       size_t size;
-      if (recv_all(c, (char *)&size, sizeof size) || size == 0) _exit(0);
-      if (recv_all(c, buf, size)) _exit(0);
+      if (recv_all(c, (char *)&size, sizeof size)) _exit(1);
+      if (size == 0) _exit(0); /* the end */
+      if (size > max || recv_all(c, buf, size)) _exit(1);
       send_all(c, buf, size);
     }
   }
   int s = accept(l, NULL, NULL);
+  if (s < 0) {
+    perror("accept");
+    return 1;
+  }
   setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   pin(1);
   printf("bytes\tusec/xfer\n");
@@ -103,6 +116,7 @@ int main(int argc, char **argv) {
     double start = 0;
     for (int i = 0; i < warm + iters; i++) {
       if (i == warm) start = now_us();
+      memcpy(buf, &i, size < sizeof i ? size : sizeof i);
       /* The size travels with the message, in the same writev (one system
          call per message, as a library that frames its messages makes). */
       struct iovec v[2] = {{&size, 8}, {buf, size}};
@@ -121,12 +135,24 @@ int main(int argc, char **argv) {
         }
         send_all(s, buf + (done - 8), want - done);
       }
-      if (recv_all(s, buf, size)) return 1;
+      if (recv_all(s, buf, size)) {
+        fprintf(stderr, "tcp_socket_pingpong: the echo side went away\n");
+        return 1;
+      }
+      int stamp = 0, expect = 0;
+      memcpy(&stamp, buf, size < sizeof stamp ? size : sizeof stamp);
+      memcpy(&expect, &i, size < sizeof expect ? size : sizeof expect);
+      if (stamp != expect) {
+        fprintf(stderr, "tcp_socket_pingpong: round trip %d of %zu bytes came back wrong\n", i,
+                size);
+        return 1;
+      }
     }
     printf("%zu\t%.2f\n", size, (now_us() - start) / iters / 2);
   }
   size_t zero = 0;
   send_all(s, (char *)&zero, sizeof zero);
-  waitpid(child, NULL, 0);
-  return 0;
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }

@@ -2,7 +2,9 @@
 /* weft — the udp latency floor: a plain UDP socket ping-pong over loopback
  * between two processes, busy-polling as fi_pingpong does (a blocking recv
  * measures the scheduler's wakeup instead), no library in between. Prints one-way
- * latency per size in fi_pingpong's units (usec/xfer).
+ * latency per size in fi_pingpong's units (usec/xfer). Each ping carries
+ * the round trip's number in its first bytes; the pong must come back whole
+ * with it, or the program exits 1 (as it does when a system call fails).
  * Usage: udp_socket_pingpong [iterations] [max size] */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -51,6 +53,18 @@ static int bound_socket(struct sockaddr_in *addr) {
   return s;
 }
 
+static void check_pong(ssize_t n, size_t size, const char *buf, int i) {
+  int stamp = 0;
+  memcpy(&stamp, buf, size < sizeof stamp ? size : sizeof stamp);
+  int want = 0;
+  memcpy(&want, &i, size < sizeof want ? size : sizeof want);
+  if (n != (ssize_t)size || stamp != want) {
+    fprintf(stderr, "udp_socket_pingpong: round trip %d of %zu bytes came back wrong (%zd bytes)\n",
+            i, size, n);
+    exit(1);
+  }
+}
+
 int main(int argc, char **argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 10000;
   size_t max = argc > 2 ? strtoul(argv[2], NULL, 0) : 65507;
@@ -58,29 +72,36 @@ int main(int argc, char **argv) {
   int sa = bound_socket(&a), sb = bound_socket(&b);
   char *buf = calloc(1, 65536);
   pid_t child = fork();
-  if (child == 0) { /* echo side */
+  if (child < 0) {
+    perror("fork");
+    return 1;
+  }
+  if (child == 0) { /* echo side; an empty datagram ends it */
     pin(0);
     for (;;) {
       ssize_t n = poll_recv(sb, buf);
-      if (n <= 0 || (n == 1 && buf[0] == 'q')) _exit(0);
-      sendto(sb, buf, n, 0, (struct sockaddr *)&a, sizeof a);
+      if (n <= 0) _exit(n == 0 ? 0 : 1);
+      if (sendto(sb, buf, n, 0, (struct sockaddr *)&a, sizeof a) != n) _exit(1);
     }
   }
   pin(1);
   printf("bytes\tusec/xfer\n");
   for (size_t size = 1; size <= max; size = size * 2 > max && size < max ? max : size * 2) {
-    if (size == 1) buf[0] = 'x';
     int warm = iters / 10;
     double start = 0;
     for (int i = 0; i < warm + iters; i++) {
       if (i == warm) start = now_us();
-      sendto(sa, buf, size, 0, (struct sockaddr *)&b, sizeof b);
-      poll_recv(sa, buf);
+      memcpy(buf, &i, size < sizeof i ? size : sizeof i);
+      if (sendto(sa, buf, size, 0, (struct sockaddr *)&b, sizeof b) != (ssize_t)size) {
+        perror("sendto");
+        return 1;
+      }
+      check_pong(poll_recv(sa, buf), size, buf, i);
     }
     printf("%zu\t%.2f\n", size, (now_us() - start) / iters / 2);
   }
-  buf[0] = 'q';
-  sendto(sa, buf, 1, 0, (struct sockaddr *)&b, sizeof b);
-  waitpid(child, NULL, 0);
-  return 0;
+  sendto(sa, buf, 0, 0, (struct sockaddr *)&b, sizeof b);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
