@@ -35,16 +35,17 @@ struct ep_bindings {
   // A served RMA or atomic touched our memory: the remote counters by
   // kind_flags (FI_REMOTE_WRITE / FI_REMOTE_READ), and with `with_data` the
   // remote CQ data completion on the receive CQ, which uses no posted receive
-  // (fi_cq(3); weft never asks for FI_RX_CQ_DATA).
+  // (fi_cq(3); weft never asks for FI_RX_CQ_DATA). Its len is the bytes the
+  // operation carried to us, as libfabric reports a remote write with data.
   template <class Lock>
   void remote_event(const fi_provider* prov, uint64_t kind_flags, bool with_data, uint64_t data,
-                    fi_addr_t src) noexcept {
+                    fi_addr_t src, size_t len) noexcept {
     if (kind_flags & FI_REMOTE_WRITE)
       if (cntr* n = rem_write_cntr.get()) n->inc();
     if (kind_flags & FI_REMOTE_READ)
       if (cntr* n = rem_read_cntr.get()) n->inc();
     if (!with_data) return;
-    if (cq* c = rx_cq.get(); c && !c->write<Lock>({nullptr, kind_flags | FI_REMOTE_CQ_DATA, 0,
+    if (cq* c = rx_cq.get(); c && !c->write<Lock>({nullptr, kind_flags | FI_REMOTE_CQ_DATA, len,
                                                     nullptr, data, 0, src, 0}))
       WEFT_WARN(prov, FI_LOG_EP_DATA, "receive CQ overrun: remote CQ data %llx lost",
                 static_cast<unsigned long long>(data));

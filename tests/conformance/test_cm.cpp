@@ -6,6 +6,7 @@
 #include "exchange.hpp"
 
 #include <rdma/fi_cm.h>
+#include <rdma/fi_rma.h>
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -33,7 +34,7 @@ class cm : public testing::TestWithParam<config> {
   };
 
   void SetUp() override {
-    hints = hints_for(GetParam(), FI_MSG | FI_TAGGED);
+    hints = hints_for(GetParam(), FI_MSG | FI_TAGGED | FI_RMA);
     hints->addr_format = FI_SOCKADDR_IN;
     ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", nullptr, FI_SOURCE, hints, &info), 0);
     ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
@@ -288,6 +289,46 @@ TEST_P(cm, remote_cq_data) {
   connect();
   traffic up = client_to_server();
   remote_cq_data(up);
+}
+
+// A remote write with data on a connected endpoint: the target's completion
+// carries the data and the write's length (fi_cq(3)), as on RDM endpoints.
+TEST_P(cm, writedata_reports_data_and_length_at_the_target) {
+  connect();
+  traffic up = client_to_server();
+  for (size_t len : {size_t{5}, size_t{70000}}) {
+    SCOPED_TRACE(testing::Message() << len << " bytes");
+    std::vector<char> target(len, 0), msg(len);
+    for (size_t i = 0; i < len; ++i) msg[i] = static_cast<char>(i * 13 + 1);
+    fid_mr* mr = nullptr;
+    ASSERT_EQ(fi_mr_reg(server.dom, target.data(), len, FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr),
+              0);
+    const uint64_t base = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR)
+                              ? reinterpret_cast<uint64_t>(target.data())
+                              : 0;
+    fi_context ctx;
+    ASSERT_EQ(fi_writedata(client.ep, msg.data(), len, nullptr, 0x5150 + len, 0, base,
+                           fi_mr_key(mr), &ctx),
+              0);
+    ASSERT_TRUE(up.wait(&ctx).has_value());
+    std::optional<completion> got;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!got && std::chrono::steady_clock::now() < deadline) {
+      up.poll();
+      for (size_t i = 0; i < up.seen.size(); ++i)
+        if (!up.seen[i].error && (up.seen[i].e.flags & FI_REMOTE_CQ_DATA)) {
+          got = up.seen[i];
+          up.seen.erase(up.seen.begin() + static_cast<long>(i));
+          break;
+        }
+    }
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->e.flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
+    EXPECT_EQ(got->e.data, 0x5150 + len);
+    EXPECT_EQ(got->e.len, len);
+    EXPECT_EQ(target, msg);
+    EXPECT_EQ(fi_close(&mr->fid), 0);
+  }
 }
 
 TEST_P(cm, data_before_connecting_is_refused) {

@@ -135,26 +135,38 @@ TEST_P(rma, vectors_on_both_sides) {
   EXPECT_EQ(std::memcmp(r2.data(), all.data() + 7000, 5000), 0);
 }
 
+// fi_cq(3): the target's completion of a remote write with data carries the
+// data and, as libfabric reports it, the write's length; small writes and
+// ones past every eager path alike.
 TEST_P(rma, writedata_reaches_the_target_cq_without_a_receive) {
-  std::vector<char> target(64, 0);
-  uint64_t base;
-  uint64_t key = reg(target.data(), target.size(), FI_REMOTE_WRITE, &base, 7);
-  const char msg[] = "remote";
-  fi_context ctx;
-  ASSERT_EQ(fi_writedata(a, msg, sizeof msg, nullptr, 0xabcdef, fb, base, key, &ctx), 0);
-  ASSERT_EQ(wait_for(&ctx), 1);
-  // The target's completion (no receive was posted).
-  fi_cq_data_entry e;
-  bool seen = false;
-  for (auto& o : other)
-    if (o.flags & FI_REMOTE_CQ_DATA) e = o, seen = true;
-  for (int i = 0; i < 1000 && !seen; ++i)
-    if (fi_cq_read(cq, &e, 1) == 1) seen = true;
-  ASSERT_TRUE(seen);
-  EXPECT_EQ(e.data, 0xabcdefu);
-  EXPECT_EQ(e.flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
-  EXPECT_EQ(e.op_context, nullptr);
-  EXPECT_STREQ(target.data(), msg);
+  uint64_t want = 0xabcdef;
+  for (size_t len : {size_t{7}, size_t{100000}}) {
+    SCOPED_TRACE(testing::Message() << len << " bytes");
+    std::vector<char> target(len, 0), msg(len);
+    for (size_t i = 0; i < len; ++i) msg[i] = static_cast<char>('a' + i % 23);
+    uint64_t base;
+    uint64_t key = reg(target.data(), target.size(), FI_REMOTE_WRITE, &base, 7 + len);
+    fi_context ctx;
+    ASSERT_EQ(fi_writedata(a, msg.data(), len, nullptr, ++want, fb, base, key, &ctx), 0);
+    ASSERT_EQ(wait_for(&ctx), 1);
+    // The target's completion (no receive was posted).
+    fi_cq_data_entry e;
+    bool seen = false;
+    for (auto it = other.begin(); it != other.end(); ++it)
+      if (it->flags & FI_REMOTE_CQ_DATA) {
+        e = *it, seen = true;
+        other.erase(it);
+        break;
+      }
+    for (int i = 0; i < 100000 && !seen; ++i)
+      if (fi_cq_read(cq, &e, 1) == 1) seen = true;
+    ASSERT_TRUE(seen);
+    EXPECT_EQ(e.data, want);
+    EXPECT_EQ(e.flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
+    EXPECT_EQ(e.len, len);
+    EXPECT_EQ(e.op_context, nullptr);
+    EXPECT_EQ(target, msg);
+  }
 }
 
 TEST_P(rma, bad_key_and_range_fail_and_leave_memory_untouched) {

@@ -131,7 +131,7 @@ bool endpoint::handle_rma_write(inbound& in, const msg_view& v) noexcept {
     size_t off = q.data_off;
     for (size_t i = 0; i < nd; ++i) off += v.copy_to(dst[i].iov_base, dst[i].iov_len, off);
     in.cons.release(v);
-    remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, rflags, data, src);
+    remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, rflags, data, src, q.p.total);
     if (reply) send_ack<Lock>(conn_to(in.id, ignored), token, proto::ack_done);
     return true;
   }
@@ -140,7 +140,7 @@ bool endpoint::handle_rma_write(inbound& in, const msg_view& v) noexcept {
   if (q.p.mode == proto::rma_cma) {
     rc = cma_copy(static_cast<pid_t>(in.id.pid), false, q.local, q.p.lcount, dst, nd, q.p.total);
     if (rc == 0) {
-      remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, rflags, data, src);
+      remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, rflags, data, src, q.p.total);
       send_ack<Lock>(conn_to(in.id, ignored), token, proto::ack_done);
       return true;
     }
@@ -230,7 +230,7 @@ bool endpoint::handle_rma_read(inbound& in, const msg_view& v) noexcept {
   if (q.p.mode == proto::rma_inline) {
     in.cons.release(v);
     send_reply(back, proto::op_resp, token, proto::ack_done, src, ns);
-    remote_event<Lock>(FI_RMA | FI_REMOTE_READ, 0, 0, FI_ADDR_NOTAVAIL);
+    remote_event<Lock>(FI_RMA | FI_REMOTE_READ, 0, 0, FI_ADDR_NOTAVAIL, 0);
     return true;
   }
   if (q.p.mode == proto::rma_cma) {
@@ -247,7 +247,7 @@ bool endpoint::handle_rma_read(inbound& in, const msg_view& v) noexcept {
         WEFT_WARN(&provider(), FI_LOG_EP_DATA, "shm: RMA read from pid %u: %s", in.id.pid,
                   std::strerror(rc));
       else
-        remote_event<Lock>(FI_RMA | FI_REMOTE_READ, 0, 0, FI_ADDR_NOTAVAIL);
+        remote_event<Lock>(FI_RMA | FI_REMOTE_READ, 0, 0, FI_ADDR_NOTAVAIL, 0);
       send_reply(back, proto::op_ack, token,
                  rc ? static_cast<uint64_t>(cma_error(rc)) : proto::ack_done, nullptr, 0);
       return true;
@@ -287,7 +287,7 @@ bool endpoint::handle_rma_read(inbound& in, const msg_view& v) noexcept {
   watch(*back);
   enqueue_bounce(*back, t);
   pump_bounce<Lock>(*back);
-  remote_event<Lock>(FI_RMA | FI_REMOTE_READ, 0, 0, FI_ADDR_NOTAVAIL);
+  remote_event<Lock>(FI_RMA | FI_REMOTE_READ, 0, 0, FI_ADDR_NOTAVAIL, 0);
   return true;
 }
 
@@ -364,7 +364,8 @@ bool endpoint::handle_atomic(inbound& in, const msg_view& v) noexcept {
   // memory: base atomics are remote writes, fetch and compare atomics
   // (a fetch-add included) remote reads, as their initiator's FI_READ.
   if (e == errc::ok)
-    remote_event<Lock>(FI_ATOMIC | (fetches ? FI_REMOTE_READ : FI_REMOTE_WRITE), rflags, data, src);
+    remote_event<Lock>(FI_ATOMIC | (fetches ? FI_REMOTE_READ : FI_REMOTE_WRITE), rflags, data, src,
+                       at);
   if (!reply) return true;
   conn* back = conn_to(in.id, ignored);
   if (e != errc::ok || !fetches) {

@@ -506,9 +506,10 @@ class endpoint : public util::endpoint_object<endpoint> {
   // A served write or atomic changed our memory: remote counters and the
   // remote CQ data completion (fi_cq(3): FI_REMOTE_CQ_DATA, no receive used).
   template <class Lock>
-  void remote_event(uint64_t kind_flags, uint16_t req_flags, uint64_t data,
-                    fi_addr_t src) noexcept {
-    bound_.remote_event<Lock>(&provider(), kind_flags, req_flags & proto::flag_data, data, src);
+  void remote_event(uint64_t kind_flags, uint16_t req_flags, uint64_t data, fi_addr_t src,
+                    size_t len) noexcept {
+    bound_.remote_event<Lock>(&provider(), kind_flags, req_flags & proto::flag_data, data, src,
+                              len);
   }
   fi_addr_t source_of(inbound& in) noexcept;
   // The receive context's owner_ops: util::srx's directly when it is this

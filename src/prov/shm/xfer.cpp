@@ -275,7 +275,7 @@ void endpoint::finish_xfer(rx_xfer* x) noexcept {
     return;
   }
   if (x->rma == rx_xfer::write_target) {
-    if (!x->err) remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, x->req_flags, x->cq_data, x->src);
+    if (!x->err) remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, x->req_flags, x->cq_data, x->src, x->total);
     // A sender that died is not answered; any other outcome is.
     if (x->err != FI_ECONNRESET) {
       errc ignored;

@@ -244,8 +244,10 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   void finish_request(tx_entry* t, int err) noexcept;
   template <class Lock>
-  void remote_event(uint64_t kind_flags, uint16_t req_flags, uint64_t data, fi_addr_t src) noexcept {
-    bound_.remote_event<Lock>(&provider(), kind_flags, req_flags & proto::flag_cq_data, data, src);
+  void remote_event(uint64_t kind_flags, uint16_t req_flags, uint64_t data, fi_addr_t src,
+                    size_t len) noexcept {
+    bound_.remote_event<Lock>(&provider(), kind_flags, req_flags & proto::flag_cq_data, data, src,
+                              len);
   }
   tx_entry* take_response() noexcept;
   void put_tx(tx_entry* t) noexcept;
@@ -360,6 +362,10 @@ class endpoint : public util::endpoint_object<endpoint> {
   bool sweep_needed_ = false;
   // Progress calls since the last epoll_wait while one peer is read directly.
   static constexpr uint32_t epoll_every = 16;
+  // Stream calls that found the peer not moving before progress yields the
+  // core (conn::stream_waits): a few microseconds of spinning, longer than a
+  // peer running on the other core takes to free or fill 4 KiB.
+  static constexpr uint32_t stream_yield_after = 64;
   uint32_t direct_polls_ = 0;
   bool wakes_on_ = false;  // the local stream's peer is asked for wake bytes
   // RDM
