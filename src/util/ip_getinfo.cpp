@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <utility>
+#include <vector>
 
 namespace weft::util {
 
@@ -102,7 +103,10 @@ int ip_getinfo(const ip_getinfo_args& a, uint32_t version, const char* node,
       if (!resolve(a.prov, a.socktype, node, service, flags, family, resolved)) return to_fi(errc::nodata);
       have_resolved = true;
       if (flags & FI_SOURCE) want_src = reinterpret_cast<sockaddr*>(&resolved);
-    } else if (hints && hints->src_addr) {
+    }
+    // fi_getinfo(3): node without FI_SOURCE names the destination; a source
+    // in the hints still pins where the endpoint binds.
+    if (!want_src && hints && hints->src_addr) {
       want_src = static_cast<const sockaddr*>(hints->src_addr);
       if (!sockaddr_len(want_src) || hints->src_addrlen < sockaddr_len(want_src))
         return to_fi(errc::nodata);
@@ -114,14 +118,39 @@ int ip_getinfo(const ip_getinfo_args& a, uint32_t version, const char* node,
         return to_fi(errc::nodata);
     }
 
+    // A source that is the any-address (FI_SOURCE with no node, or 0.0.0.0
+    // named): the endpoint listens on every interface, as libfabric's tcp
+    // and udp answer it; one answer per template, not one per interface.
+    const bool any_src = want_src && is_any_addr(want_src);
+    // A destination without a pinned source: only the interface the kernel
+    // routes it through, so the first answer can reach it (an endpoint bound
+    // to the loopback address cannot connect to another host).
+    const sockaddr* route_to =
+        have_resolved && !(flags & FI_SOURCE) ? reinterpret_cast<sockaddr*>(&resolved) : hint_dest;
+    sockaddr_storage route{};
+    const std::vector<ip_iface> ifaces = list_ip_ifaces();
+    bool routed = !want_src && route_to && route_source(route_to, route);
+    auto same_addr = [](const sockaddr_storage& x, const sockaddr_storage& y) {
+      return x.ss_family == y.ss_family && same_host(reinterpret_cast<const sockaddr*>(&x),
+                                                     reinterpret_cast<const sockaddr*>(&y)) &&
+             !is_any_addr(reinterpret_cast<const sockaddr*>(&x)) &&
+             !is_any_addr(reinterpret_cast<const sockaddr*>(&y));
+    };
+    if (routed) {
+      routed = false;
+      for (const ip_iface& i : ifaces) routed |= same_addr(i.addr, route);
+    }
+
     fi_info* head = nullptr;
     fi_info** tail = &head;
     struct list_guard {
       fi_info*& head;
       ~list_guard() { core::free_info(head); }
     } guard{head};
-    for (const ip_iface& iface : list_ip_ifaces()) {
+    for (const ip_iface& iface : ifaces) {
+      if (any_src && head) break;
       if (!a.iface.empty() && iface.name != a.iface) continue;
+      if (routed && !same_addr(iface.addr, route)) continue;
       int fam = iface.addr.ss_family;
       if (family != AF_UNSPEC && fam != family) continue;
       if (want_src && !same_host(want_src, reinterpret_cast<const sockaddr*>(&iface.addr)))
@@ -143,7 +172,10 @@ int ip_getinfo(const ip_getinfo_args& a, uint32_t version, const char* node,
         if (!match) continue;
         // Source: the interface (or the pinned address) with the asked port.
         sockaddr_storage src = iface.addr;
-        if (want_src) port_of(src) = port_of(want_src);
+        if (any_src)
+          std::memcpy(&src, want_src, sockaddr_len(want_src));
+        else if (want_src)
+          port_of(src) = port_of(want_src);
         if (!set_addr(match->src_addr, match->src_addrlen, reinterpret_cast<sockaddr*>(&src)))
           return to_fi(errc::nomem);
         const sockaddr* dest = hint_dest;

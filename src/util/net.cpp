@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -105,6 +106,39 @@ bool same_host(const sockaddr* a, const sockaddr* b) noexcept {
   auto& x = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
   auto& y = reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr;
   return IN6_ARE_ADDR_EQUAL(&x, &y) || IN6_IS_ADDR_UNSPECIFIED(&x) || IN6_IS_ADDR_UNSPECIFIED(&y);
+}
+
+uint16_t sockaddr_port(const sockaddr* sa) noexcept {
+  if (sa->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
+  if (sa->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
+  return 0;
+}
+
+bool is_any_addr(const sockaddr* sa) noexcept {
+  if (sa->sa_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+  return sa->sa_family == AF_INET6 &&
+         IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
+}
+
+bool route_source(const sockaddr* dest, sockaddr_storage& out) noexcept {
+  socklen_t len = sockaddr_len(dest);
+  if (!len) return false;
+  int s = ::socket(dest->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  // A datagram connect picks the route and the source address, and sends
+  // nothing; port 0 is refused by some kernels, so one is lent.
+  sockaddr_storage to{};
+  std::memcpy(&to, dest, len);
+  if (to.ss_family == AF_INET && !reinterpret_cast<sockaddr_in&>(to).sin_port)
+    reinterpret_cast<sockaddr_in&>(to).sin_port = htons(9);
+  if (to.ss_family == AF_INET6 && !reinterpret_cast<sockaddr_in6&>(to).sin6_port)
+    reinterpret_cast<sockaddr_in6&>(to).sin6_port = htons(9);
+  socklen_t outlen = sizeof out;
+  bool ok = ::connect(s, reinterpret_cast<sockaddr*>(&to), len) == 0 &&
+            ::getsockname(s, reinterpret_cast<sockaddr*>(&out), &outlen) == 0;
+  ::close(s);
+  return ok;
 }
 
 }  // namespace weft::util

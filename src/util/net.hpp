@@ -31,4 +31,14 @@ socklen_t sockaddr_len(const sockaddr* sa) noexcept;
 // Same family and address (ports ignored); the any-address matches all.
 bool same_host(const sockaddr* a, const sockaddr* b) noexcept;
 
+// The port of an IPv4 or IPv6 address, in host order (0 for other families).
+uint16_t sockaddr_port(const sockaddr* sa) noexcept;
+
+// The any-address (0.0.0.0 or ::), whatever the port.
+bool is_any_addr(const sockaddr* sa) noexcept;
+
+// The address the kernel would send from to reach `dest` (a datagram
+// socket connected to it; nothing is sent). False when it has no route.
+bool route_source(const sockaddr* dest, sockaddr_storage& out) noexcept;
+
 }  // namespace weft::util

@@ -264,6 +264,7 @@ ssize_t conn::write_out(const iovec* v, size_t k) noexcept {
   if (local_) {
     ssize_t n = stream.writev(v, static_cast<int>(k));
     if (stream.take_wake_due()) send_wake();
+    stream_waits = n == -EAGAIN ? stream_waits + 1 : 0;
     return n;
   }
   msghdr m{};
@@ -344,6 +345,11 @@ ssize_t conn::read_into(void* buf, size_t len) noexcept {
   if (local_) {
     ssize_t n = stream.read(buf, len);
     if (n > 0 && stream.take_wake_due()) send_wake();  // the writer waits for room
+    // An empty pipe between frames is an idle peer, not one we wait for.
+    if (n == -EAGAIN && !reader.at_boundary())
+      ++stream_waits;
+    else if (n > 0)
+      stream_waits = 0;
     return n;
   }
   for (;;) {

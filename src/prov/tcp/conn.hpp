@@ -177,6 +177,11 @@ class conn {
   bool stream_wakes = false;    // what want_wakes last stored
   bool peer_eof = false;        // the socket ended; acted on once the stream is read out
   int eof_err = 0;              // its errno (0: a clean end of stream)
+  // Stream calls in a row that found the pipe full with bytes to write, or
+  // empty in the middle of a frame: the peer is what we wait for. Past a
+  // bound, progress gives up the core (endpoint::progress_local), so a peer
+  // that shares it, as on a busy or oversubscribed machine, gets to run.
+  uint32_t stream_waits = 0;
   // From now on (active), or once the control frame now queued is out on
   // the socket (passive: cm_resp), bytes go through the stream.
   void use_stream() noexcept { local_ = true; }

@@ -91,7 +91,10 @@ int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* c
       const sockaddr* at = src ? src : reinterpret_cast<sockaddr*>(&any);
       if (errc e = ep->open_listener(at); e != errc::ok) return to_fi(e);
     } else if (src) {
+      // fi_endpoint(3): the endpoint takes its info's source address. An
+      // unpinned one (any address, port 0) leaves the choice to connect.
       std::memcpy(&ep->src_, src, util::sockaddr_len(src));
+      ep->src_set_ = !util::is_any_addr(src) || util::sockaddr_port(src) != 0;
     }
     if (info.handle) {
       connreq* r = connreq::from(info.handle);

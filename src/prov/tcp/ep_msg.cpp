@@ -63,17 +63,19 @@ int endpoint::connect(const void* addr, const void* param, size_t len) {
     WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_connect: the address is not an IP address");
     return to_fi(errc::inval);
   }
-  if (len && !param) return to_fi(errc::inval);
+  if (int r = check_cm_data("fi_connect", param, len)) return r;
   if (connect_called_ || msg_conn_) {
     WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_connect: the endpoint is already connected or connecting");
     return to_fi(errc::isconn);
   }
   if (int r = enable(); r != 0) return r;
-  len = std::min(len, proto::cm_data_max);  // fi_cm(3): silently truncated
   return with_lock([&]<class Lock>() -> int {
     [[maybe_unused]] auto g = guard<Lock>();
     util::unique_fd s = stream_socket(sa->sa_family);
     if (!s.valid()) return to_fi(errc_of_errno(errno));
+    // The source may be a port a previous connection left in TIME_WAIT.
+    int one = 1;
+    if (src_set_) ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (src_set_ &&
         ::bind(s.get(), reinterpret_cast<sockaddr*>(&src_), util::sockaddr_len(
                    reinterpret_cast<sockaddr*>(&src_))) != 0) {
@@ -101,14 +103,13 @@ int endpoint::connect(const void* addr, const void* param, size_t len) {
 int endpoint::accept(const void* param, size_t len) {
   auto* prov = &provider();
   if (type_ != FI_EP_MSG) return to_fi(errc::nosys);
-  if (len && !param) return to_fi(errc::inval);
+  if (int r = check_cm_data("fi_accept", param, len)) return r;
   if (!msg_conn_ || msg_conn_->active) {
     WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_accept: the endpoint was not opened for a connection "
               "request (info->handle)");
     return to_fi(errc::opbadstate);
   }
   if (int r = enable(); r != 0) return r;
-  len = std::min(len, proto::cm_data_max);
   return with_lock([&]<class Lock>() -> int {
     [[maybe_unused]] auto g = guard<Lock>();
     conn& c = *msg_conn_;

@@ -447,12 +447,26 @@ std::unique_ptr<conn> pep::take(connreq* r) noexcept {
   return nullptr;
 }
 
+int check_cm_data(const char* call, const void* param, size_t len) noexcept {
+  if (len && !param) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "%s: %zu bytes of private data at NULL", call, len);
+    return to_fi(errc::inval);
+  }
+  if (len > proto::cm_data_max) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
+              "%s: %zu bytes of private data, more than FI_OPT_CM_DATA_SIZE (%zu)", call, len,
+              proto::cm_data_max);
+    return to_fi(errc::inval);
+  }
+  return 0;
+}
+
 int pep::reject(struct fid* handle, const void* param, size_t len) {
   if (!util::is_class(handle, FI_CLASS_CONNREQ)) {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_reject: the handle is not a connection request");
     return to_fi(errc::inval);
   }
-  if (len && !param) return to_fi(errc::inval);
+  if (int r = check_cm_data("fi_reject", param, len)) return r;
   std::unique_ptr<conn> c = take(connreq::from(handle));
   if (!c) {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_reject: no such pending connection request");
@@ -462,7 +476,7 @@ int pep::reject(struct fid* handle, const void* param, size_t len) {
   no.op = proto::op::cm_resp;
   no.status = FI_ECONNREFUSED;
   no.minor = proto::minor_version;
-  c->set_ctrl(no, param, std::min(len, proto::cm_data_max));  // fi_cm(3): truncated
+  c->set_ctrl(no, param, len);
   tx_entry* none = nullptr;
   int e = 0;
   // The socket is idle and its buffer empty: the frame goes in one write.

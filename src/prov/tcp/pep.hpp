@@ -21,6 +21,13 @@ namespace weft::tcp {
 
 class pep;
 
+// fi_connect / fi_accept / fi_reject's private data: param may be null only
+// with len 0, and len may not pass FI_OPT_CM_DATA_SIZE. fi_cm(3) speaks of
+// truncating what the protocol cannot carry; libfabric's tcp refuses more
+// than its maximum with -FI_EINVAL at the call, and clients test for that
+// (docs/decisions.md). 0, or -FI_EINVAL with one log line naming `call`.
+int check_cm_data(const char* call, const void* param, size_t len) noexcept;
+
 // The handle of an FI_CONNREQ event (info->handle): the accepted socket
 // with its cm_req read, until fi_endpoint takes it or fi_reject refuses it.
 struct connreq {
