@@ -4,8 +4,8 @@
 # Debian's own fi_info running on weft's library, then times Debian's own
 # fi_pingpong over shm and tcp on weft and on Debian's libfabric, interleaved
 # in one run (bench/demo.py), and prints the ratios and the path of a plot.
-# About a minute and a half once the packages are installed and ccache is
-# warm (README.md).
+# About 80 s once the packages are installed and ccache is warm, about two
+# and a half minutes with an empty cache (README.md).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
