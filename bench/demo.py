@@ -156,6 +156,7 @@ set ylabel 'one-way latency (us, log scale)'
 plot '{out}/data.tsv' using 2:xtic(1) title 'weft', '' using 3 title 'libfabric'
 unset logscale y
 set yrange [0:*]
+set offsets 0, 0, graph 0.08, 0
 set ylabel 'libfabric time / weft time (latency and ping-pong bandwidth)'
 plot '{out}/data.tsv' using ($3/$2):xtic(1) title 'weft (above 1: faster than libfabric)' lc rgb '#2e7d32', \\
      1 with lines dt 2 lc rgb 'black' title 'as fast'
