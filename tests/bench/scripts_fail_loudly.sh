@@ -64,6 +64,9 @@ missing="no libfabric.so.1 in $tmp/empty"
 [ $have_pingpong = 0 ] ||
   expect_failure "pingpong.py, empty weft folder" "$missing" \
     pingpong.py "$tmp/empty" --provider udp --endpoint dgram --sizes 8 --iters 10 --reps 1
+[ $have_pingpong = 0 ] ||
+  expect_failure "demo.py, empty weft folder" "$missing" \
+    demo.py "$tmp/empty" --sizes 8 --iters 10 --reps 1
 expect_failure "msgrate.py, empty weft folder" "$missing" \
   msgrate.py "$tmp/empty" --provider shm --windows 10 --warm 1 --reps 1
 expect_failure "msgrate.py --ops latency, empty weft folder" "$missing" \
@@ -78,6 +81,10 @@ expect_failure "instructions.sh, empty weft folder" "$missing" \
 [ $have_pingpong = 0 ] ||
   expect_failure "pingpong.py, failing fi_pingpong" "fi_pingpong failed" \
     pingpong.py "$tmp/copy" --provider nosuch --endpoint rdm --sizes 8 --iters 10 --reps 1
+# demo.py has no --provider: FI_PROVIDER hides every provider from both libraries.
+[ $have_pingpong = 0 ] ||
+  FI_PROVIDER=nosuch expect_failure "demo.py, failing fi_pingpong" "fi_pingpong failed" \
+    demo.py "$tmp/copy" --sizes 8 --iters 10 --reps 1
 expect_failure "msgrate.py, failing msgrate" "msgrate failed" \
   msgrate.py "$tmp/copy" --provider nosuch --windows 10 --warm 1 --reps 1
 expect_failure "av_scale.py, failing av_scale" "av_scale failed" \

@@ -47,7 +47,7 @@
 
 namespace weft::shm {
 
-// Parameters (fi_info -e): FI_SHM_SINGLE_COPY, FI_SHM_DIR.
+// Parameters (fi_info -e): FI_SHM_SINGLE_COPY, FI_SHM_SPLIT_COPY, FI_SHM_DIR.
 struct config {
   bool single_copy = true;  // 0: every large message goes through bounce segments
   bool split_copy = true;   // 0: the receiver alone copies a large message (split.cpp)

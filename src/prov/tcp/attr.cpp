@@ -2,7 +2,8 @@
 // weft — what the tcp provider offers, as static data: one template per
 // endpoint type. getinfo copies them per interface and util's one validator
 // matches hints against them. Only what works is advertised: messages and
-// tagged messages with remote CQ data; no RMA or atomics yet.
+// tagged messages with remote CQ data, RMA and atomics (executed at the
+// target, rma.cpp).
 #include "prov/tcp/tcp.hpp"
 #include "util/info_match.hpp"
 

@@ -7,8 +7,10 @@
 // development VM, the floor of any socket-based provider). Two processes of
 // one user on one host can share pages instead; the connection's socket
 // then stays only for end of stream, liveness and waking a sleeping reader.
-// (Wiring into tcp connections, negotiated at connection setup, is the next
-// step; this file is the stream itself.)
+// Same-host FI_EP_MSG connections under manual progress offer it in their
+// cm_req (proto::feature_local_stream) and switch to it once cm_resp accepts;
+// conn::write_out / conn::read_into then go through it instead of the socket.
+// FI_TCP_LOCAL_STREAM=0 turns it off.
 //
 // One memfd holds a header and two pipes, one per direction; each pipe is a
 // single-producer single-consumer byte ring. The side that creates the

@@ -2,7 +2,10 @@
 // weft — tcp progress: one epoll_wait over the endpoint's sockets, then
 // each ready connection is written (its control frame and queued sends)
 // and read (frames fed to the reader, payloads placed as they arrive).
-// Runs from CQ, counter and EQ reads (manual progress).
+// Runs from CQ, counter and EQ reads (manual progress), and from the
+// domain's progress thread when the endpoint's socket set is ready
+// (automatic progress, ep.cpp's fi_enable). Connections moved to a
+// same-host stream are read and written on every call (progress_local).
 #include "core/log.hpp"
 #include "prov/tcp/tcp.hpp"
 #include "util/wait.hpp"
