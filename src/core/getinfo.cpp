@@ -5,9 +5,11 @@
 #include "core/errc.hpp"
 #include "core/info.hpp"
 #include "core/log.hpp"
+#include "core/refusal.hpp"
 #include "core/registry.hpp"
 
 #include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
 
 #include <cstring>
 #include <memory>
@@ -42,6 +44,16 @@ void result_to_old_api(fi_info& i) {
   int bits = i.domain_attr->mr_mode;
   i.domain_attr->mr_mode = (bits & mr_basic_bits) ? FI_MR_BASIC : FI_MR_SCALABLE;
   if (bits & FI_MR_LOCAL) i.mode |= FI_LOCAL_MR;
+}
+
+// The one line fi_getinfo(3) callers get, at FI_LOG_INFO, for each provider
+// that passed over their hints: the first field it rejected.
+void log_refusal(const fi_provider& p, int ret) {
+  const refusal& r = last_refusal();
+  if (r.set)
+    WEFT_INFO(&p, FI_LOG_CORE, "%s rejects the hints at %s: %s", p.name, r.field, r.detail);
+  else
+    WEFT_INFO(&p, FI_LOG_CORE, "%s offers nothing for the hints (%s)", p.name, fi_strerror(-ret));
 }
 
 fi_info* attr_only_entry(const fi_provider& p, uint32_t version) {
@@ -94,9 +106,13 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       list = attr_only_entry(*p, version);
       if (!list) return free_info(head), to_fi(errc::nomem);
     } else {
+      refusal_reset();
       int ret = p->getinfo(version, node, service, flags, hints, &list);
       if (ret == to_fi(errc::nomem)) return free_info(head), ret;
-      if (ret) continue;  // this provider has nothing that fits
+      if (ret) {  // this provider has nothing that fits
+        log_refusal(*p, ret);
+        continue;
+      }
     }
     for (fi_info* i = list; i; i = i->next) {
       if (!i->fabric_attr->prov_name && !(i->fabric_attr->prov_name = strdup(p->name))) {

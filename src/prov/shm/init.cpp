@@ -2,6 +2,7 @@
 // weft — the shm provider's registration, parameters and fi_getinfo.
 #include "core/info.hpp"
 #include "core/log.hpp"
+#include "core/refusal.hpp"
 #include "prov/shm/shm.hpp"
 #include "util/info_match.hpp"
 
@@ -60,15 +61,15 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     bool have_dest = false;
     if (node || service) {
       if (service || !node || (flags & FI_SOURCE) || !parse_name(node, std::strlen(node) + 1, dest)) {
-        WEFT_INFO(&provider(), FI_LOG_CORE, "shm: node %s service %s is not a peer's fi_shm:// name",
-                  node ? node : "(none)", service ? service : "(none)");
+        core::refuse(0, node ? "node" : "service", "node %s service %s is not a peer's fi_shm:// name",
+                     node ? node : "(none)", service ? service : "(none)");
         return to_fi(errc::nodata);
       }
       have_dest = true;
     } else if (hints && hints->dest_addr &&
                (hints->addr_format == FI_ADDR_STR || hints->addr_format == FI_FORMAT_UNSPEC)) {
       if (!parse_name(static_cast<const char*>(hints->dest_addr), hints->dest_addrlen, dest)) {
-        WEFT_INFO(&provider(), FI_LOG_CORE, "shm: hints->dest_addr is not an fi_shm:// name");
+        core::refuse(0, "dest_addr", "not an fi_shm:// name");
         return to_fi(errc::nodata);
       }
       have_dest = true;
