@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "core/refusal.hpp"
 #include "core/tostr.hpp"
+#include "util/mr.hpp"
 #include "util/object.hpp"
 
 #include <rdma/fi_domain.h>
@@ -245,9 +246,11 @@ void match_domain(matcher& m, uint32_t version, const fi_domain_attr& t, const f
     out.av_type = h->av_type;
   }
   // Memory registration: the provider's requirements must be ones the
-  // application accepts. (Callers older than API 1.5 were translated by core.)
+  // application accepts. An fi_info handed back to fi_domain may carry the
+  // old FI_MR_BASIC / FI_MR_SCALABLE (fi_getinfo reports them so to callers
+  // that asked that way): they stand for the bits fi_mr(3) gives them.
   (void)version;
-  m.modes(static_cast<uint64_t>(t.mr_mode), static_cast<uint64_t>(h->mr_mode),
+  m.modes(static_cast<uint64_t>(t.mr_mode), static_cast<uint64_t>(effective_mr_mode(h->mr_mode)),
           "domain_attr->mr_mode", flag_set::mr_mode);
   m.at_most(h->mr_key_size, t.mr_key_size, "domain_attr->mr_key_size");
   m.at_most(h->cq_data_size, t.cq_data_size, "domain_attr->cq_data_size");

@@ -108,6 +108,17 @@ TEST(getinfo_refusal, addresses_are_fields_too) {
   expect_refusal(ask(a), "tcp", "addr_format", "FI_ADDR_STR");
 }
 
+// fi_domain(3): FI_MR_BASIC and FI_MR_SCALABLE are never combined with bits.
+TEST(getinfo_refusal, old_mr_modes_with_bits_are_named) {
+  for (const char* prov : {"udp", "tcp", "shm"}) {
+    auto h = hints_for(prov);
+    h->domain_attr->mr_mode = FI_MR_BASIC | FI_MR_LOCAL;
+    expect_refusal(ask(h), prov, "domain_attr->mr_mode", "FI_MR_BASIC");
+    h->domain_attr->mr_mode = 7;
+    expect_refusal(ask(h, nullptr, 0, FI_VERSION(1, 0)), prov, "domain_attr->mr_mode", "not 7");
+  }
+}
+
 TEST(getinfo_refusal, one_line_per_provider) {
   hints_ptr h;  // every provider
   h->caps = FI_COLLECTIVE;
