@@ -29,4 +29,6 @@ void refuse(unsigned depth, const char* field, const char* fmt, ...) noexcept {
 
 const refusal& last_refusal() noexcept { return current; }
 
+void restore_refusal(const refusal& r) noexcept { current = r; }
+
 }  // namespace weft::core

@@ -29,4 +29,7 @@ void refuse(unsigned depth, const char* field, const char* fmt, ...) noexcept
 // What this thread's current turn noted.
 const refusal& last_refusal() noexcept;
 
+// Puts back a refusal saved from last_refusal() (a nested check is done).
+void restore_refusal(const refusal& r) noexcept;
+
 }  // namespace weft::core

@@ -312,9 +312,19 @@ fi_info* match_info(const fi_provider* prov, uint32_t version, const fi_info& tm
 
 bool info_fits(const fi_provider* prov, uint32_t version, const fi_info& tmpl,
                const fi_info& wanted, uint32_t options) noexcept {
+  // The reason goes into this call's log line, not into a getinfo turn that
+  // may be under way on this thread: that one's refusal is put back.
+  const core::refusal outer = core::last_refusal();
+  core::refusal_reset();
   bool nomem = false;
   fi_info* r = match_info(prov, version, tmpl, &wanted, &nomem, options);
   core::free_info(r);
+  if (!r && !nomem) {
+    const core::refusal& why = core::last_refusal();
+    WEFT_INFO(prov, FI_LOG_CORE, "%s: the attributes do not fit at %s: %s", prov->name,
+              why.set ? why.field : "?", why.set ? why.detail : "");
+  }
+  core::restore_refusal(outer);
   return r != nullptr;
 }
 

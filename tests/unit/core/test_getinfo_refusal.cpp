@@ -6,6 +6,7 @@
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
 #include <gtest/gtest.h>
@@ -140,6 +141,29 @@ TEST(getinfo_refusal, nothing_is_told_when_the_provider_answers) {
   auto o = ask(h);
   EXPECT_EQ(o.ret, 0);
   EXPECT_TRUE(o.lines.empty()) << o.lines[0];
+}
+
+// fi_domain / fi_endpoint check their fi_info with the same validator: a
+// refusal there is told too (it was, before refusals were collected).
+TEST(getinfo_refusal, endpoint_attributes_that_do_not_fit_are_told) {
+  auto h = hints_for("shm");
+  fi_info* info = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &info), 0);
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
+  ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
+  info->tx_attr->inject_size = 1 << 30;
+  fid_ep* ep = nullptr;
+  {
+    test::log_capture log;
+    EXPECT_EQ(fi_endpoint(domain, info, &ep, nullptr), -FI_EINVAL);
+    auto lines = log.lines_with("do not fit at tx_attr->inject_size");
+    EXPECT_EQ(lines.size(), 1u);
+  }
+  EXPECT_EQ(fi_close(&domain->fid), 0);
+  EXPECT_EQ(fi_close(&fabric->fid), 0);
+  fi_freeinfo(info);
 }
 
 }  // namespace
