@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* weft — fi_info: list providers and the configurations fi_getinfo offers. */
+/* strcasestr is a GNU extension: without this it was implicitly declared as
+ * returning int, truncating the pointer it returns. */
+#define _GNU_SOURCE
 #include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_ext.h>
 
 #include <getopt.h>
 #include <stdio.h>
@@ -78,6 +82,8 @@ static void usage(void) {
          "  -i, --info=\t\t\tprint fi_info structures containing substr\n"
          "  -l, --list\t\t\tlist available libfabric providers\n"
          "  -v, --verbose\t\t\tverbose output\n"
+         "  -x, --explain\t\t\tfor each provider that offers nothing, the first hint it "
+         "rejected\n"
          "  --version\t\t\tprint version info and exit\n");
 }
 
@@ -102,6 +108,55 @@ static int print_params(const char *substr) {
   return EXIT_SUCCESS;
 }
 
+/* --explain: fi_getinfo logs, at FI_LOG_INFO, one line per provider that
+ * passes over the hints, naming the first field it rejected. The tool
+ * imports a logger (fi_import_log) that prints those lines as
+ * "<provider>: <field>: <asked and offered>" on stdout; warnings still go
+ * to stderr, everything else is left out. */
+static const char rejects[] = " rejects the hints at ";
+static const char nothing[] = " offers nothing for the hints ";
+
+static int explain_enabled(const struct fi_provider *prov, enum fi_log_level level,
+                           enum fi_log_subsys subsys, uint64_t flags) {
+  (void)prov, (void)flags;
+  return level == FI_LOG_WARN || (level == FI_LOG_INFO && subsys == FI_LOG_CORE);
+}
+
+static int explain_ready(const struct fi_provider *prov, enum fi_log_level level,
+                         enum fi_log_subsys subsys, uint64_t flags, uint64_t *showtime) {
+  (void)showtime;
+  return explain_enabled(prov, level, subsys, flags);
+}
+
+static void explain_log(const struct fi_provider *prov, enum fi_log_level level,
+                        enum fi_log_subsys subsys, const char *func, int line, const char *msg) {
+  const char *name = prov && prov->name ? prov->name : "core";
+  const char *at = strstr(msg, rejects);
+  size_t len = strlen(msg);
+  int nl = len && msg[len - 1] == '\n';
+  (void)subsys, (void)func, (void)line;
+  if (at)
+    printf("%s: %s%s", name, at + sizeof rejects - 1, nl ? "" : "\n");
+  else if (strstr(msg, nothing))
+    printf("%s: no reason given %s%s", name, strstr(msg, nothing) + sizeof nothing - 1,
+           nl ? "" : "\n");
+  else if (level == FI_LOG_WARN)
+    fprintf(stderr, "%s: %s%s", name, msg, nl ? "" : "\n");
+}
+
+static int start_explaining(void) {
+  static struct fi_ops_log ops = {
+      .size = sizeof(struct fi_ops_log),
+      .enabled = explain_enabled,
+      .ready = explain_ready,
+      .log = explain_log,
+  };
+  static struct fid_logging logger = {.ops = &ops};
+  int ret = fi_import_log(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), 0, &logger);
+  if (ret) fprintf(stderr, "fi_info: --explain needs fi_import_log: %s\n", fi_strerror(-ret));
+  return ret;
+}
+
 static void print_short(const struct fi_info *info) {
   printf("provider: %s\n", info->fabric_attr->prov_name);
   printf("    fabric: %s\n", info->fabric_attr->name);
@@ -122,17 +177,18 @@ int main(int argc, char **argv) {
       {"provider", required_argument, NULL, 'p'}, {"env", no_argument, NULL, 'e'},
       {"getenv", required_argument, NULL, 'g'}, {"info", required_argument, NULL, 'i'},
       {"list", no_argument, NULL, 'l'},        {"verbose", no_argument, NULL, 'v'},
-      {"version", no_argument, NULL, 'V'},     {NULL, 0, NULL, 0}};
+      {"version", no_argument, NULL, 'V'},     {"explain", no_argument, NULL, 'x'},
+      {NULL, 0, NULL, 0}};
   struct fi_info *hints = fi_allocinfo();
   const char *node = NULL, *port = NULL, *filter = NULL;
   uint64_t flags = 0;
-  int verbose = 0, opt;
+  int verbose = 0, explain = 0, opt;
   if (!hints) return EXIT_FAILURE;
   hints->mode = ~0ULL;
   hints->domain_attr->mode = ~0ULL;
   hints->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
 
-  while ((opt = getopt_long(argc, argv, "s:n:P:c:m:t:d:f:a:p:eg:i:lvh", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, "s:n:P:c:m:t:d:f:a:p:eg:i:lvxh", longopts, NULL)) != -1) {
     switch (opt) {
       case 's': node = optarg; flags |= FI_SOURCE; break;
       case 'n': node = optarg; break;
@@ -149,6 +205,7 @@ int main(int argc, char **argv) {
       case 'i': filter = optarg; verbose = 1; break;
       case 'l': flags |= FI_PROV_ATTR_ONLY; break;
       case 'v': verbose = 1; break;
+      case 'x': explain = 1; break;
       case 'V':
         printf("fi_info: weft %s\n", WEFT_VERSION);
         printf("libfabric: %s\n", fi_tostr("", FI_TYPE_VERSION));
@@ -160,6 +217,10 @@ int main(int argc, char **argv) {
     }
   }
 
+  if (explain && start_explaining()) {
+    fi_freeinfo(hints);
+    return EXIT_FAILURE;
+  }
   struct fi_info *info = NULL;
   int ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, port, flags,
                        hints, &info);

@@ -150,10 +150,15 @@ WEFT_EXPORT uint32_t fi_version(void) { return FI_VERSION(FI_MAJOR_VERSION, FI_M
 
 WEFT_EXPORT int fi_open(uint32_t version, const char* name, void* attr, size_t attr_len,
                         uint64_t flags, struct fid** fid, void* context) {
-  (void)version, (void)attr, (void)attr_len, (void)flags, (void)context;
+  (void)version, (void)attr, (void)attr_len, (void)context;
   if (!name || !fid) return to_fi(errc::inval);
-  // No named, domain-less objects yet ("mr_cache", "logging"): clients
-  // treat ENOSYS as "not available here" and carry on.
+  if (std::strcmp(name, "logging") == 0) {
+    if (flags) return to_fi(errc::badflags);
+    *fid = logging_fid();
+    return 0;
+  }
+  // No other named, domain-less objects yet ("mr_cache"): clients treat
+  // ENOSYS as "not available here" and carry on.
   WEFT_INFO(core_provider(), FI_LOG_CORE, "fi_open: no object named %s", name);
   return to_fi(errc::nosys);
 }

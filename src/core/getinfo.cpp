@@ -5,10 +5,13 @@
 #include "core/errc.hpp"
 #include "core/info.hpp"
 #include "core/log.hpp"
+#include "core/refusal.hpp"
 #include "core/registry.hpp"
 
 #include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
 
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -24,24 +27,66 @@ struct info_deleter {
 };
 using info_ptr = std::unique_ptr<fi_info, info_deleter>;
 
-// Callers older than API 1.5 speak of memory registration as the enum
-// FI_MR_BASIC / FI_MR_SCALABLE and of local registration as the mode bit
-// FI_LOCAL_MR; providers speak the mr_mode bits. Translate on the way in...
-void hints_from_old_api(fi_info& h) {
-  if (!h.domain_attr) return;
-  int mode = h.domain_attr->mr_mode;
-  int bits = 0;
-  if (mode == FI_MR_BASIC || mode == FI_MR_UNSPEC) bits |= mr_basic_bits;
+// How a caller speaks of memory registration (fi_mr(3), fi_domain(3)):
+// in mr_mode bits (API 1.5 and later), or in the old values: FI_MR_BASIC
+// (the bits FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY), FI_MR_SCALABLE
+// (none of them), and, before 1.5 only, FI_MR_UNSPEC (either), each with
+// local registration as the mode bit FI_LOCAL_MR. Providers speak the bits;
+// the core translates on the way in and answers in the caller's terms.
+enum class mr_speech { bits, basic, scalable, either };
+
+struct mr_request {
+  mr_speech speech = mr_speech::bits;
+  char error[120] = {};  // set: the hints' mr_mode is not one the man pages allow
+};
+
+mr_request read_mr_request(uint32_t version, const fi_info* hints) {
+  mr_request r;
+  bool old_api = !FI_VERSION_GE(version, FI_VERSION(1, 5));
+  int mode = hints && hints->domain_attr ? hints->domain_attr->mr_mode : FI_MR_UNSPEC;
+  if (mode == FI_MR_BASIC) r.speech = mr_speech::basic;
+  else if (mode == FI_MR_SCALABLE) r.speech = mr_speech::scalable;
+  else if (old_api && mode == FI_MR_UNSPEC) r.speech = mr_speech::either;
+  else if (old_api)
+    std::snprintf(r.error, sizeof r.error,
+                  "API %u.%u callers name FI_MR_UNSPEC, FI_MR_BASIC or FI_MR_SCALABLE, not %d",
+                  FI_MAJOR(version), FI_MINOR(version), mode);
+  else if (mode & (FI_MR_BASIC | FI_MR_SCALABLE))
+    std::snprintf(r.error, sizeof r.error,
+                  "FI_MR_BASIC and FI_MR_SCALABLE may not be combined with other bits (0x%x)",
+                  static_cast<unsigned>(mode));
+  return r;
+}
+
+// ...translated on the way in: what the application accepts, in bits...
+void hints_to_bits(const mr_request& r, fi_info& h) {
+  if (r.speech == mr_speech::bits || !h.domain_attr) return;
+  int bits = r.speech == mr_speech::scalable ? 0 : static_cast<int>(mr_basic_bits);
   if (h.mode & FI_LOCAL_MR) bits |= FI_MR_LOCAL;
   h.domain_attr->mr_mode = bits;
 }
 
-// ...and back on the way out.
-void result_to_old_api(fi_info& i) {
-  if (!i.domain_attr) return;
+// ...and back on the way out: the old value the caller asked for (fi_mr(3):
+// FI_MR_BASIC asked is never cleared), or, where it left the choice, the
+// one the provider's needs fit; local registration as FI_LOCAL_MR.
+void result_from_bits(const mr_request& r, fi_info& i) {
+  if (r.speech == mr_speech::bits || !i.domain_attr) return;
   int bits = i.domain_attr->mr_mode;
-  i.domain_attr->mr_mode = (bits & mr_basic_bits) ? FI_MR_BASIC : FI_MR_SCALABLE;
+  int value = FI_MR_SCALABLE;
+  if (r.speech == mr_speech::basic || (r.speech == mr_speech::either && (bits & mr_basic_bits)))
+    value = FI_MR_BASIC;
+  i.domain_attr->mr_mode = value;
   if (bits & FI_MR_LOCAL) i.mode |= FI_LOCAL_MR;
+}
+
+// The one line fi_getinfo(3) callers get, at FI_LOG_INFO, for each provider
+// that passed over their hints: the first field it rejected.
+void log_refusal(const fi_provider& p, int ret) {
+  const refusal& r = last_refusal();
+  if (r.set)
+    WEFT_INFO(&p, FI_LOG_CORE, "%s rejects the hints at %s: %s", p.name, r.field, r.detail);
+  else
+    WEFT_INFO(&p, FI_LOG_CORE, "%s offers nothing for the hints (%s)", p.name, fi_strerror(-ret));
 }
 
 fi_info* attr_only_entry(const fi_provider& p, uint32_t version) {
@@ -75,11 +120,12 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     return to_fi(errc::badflags);
   }
 
+  const mr_request mr = read_mr_request(version, hints);
   info_ptr local_hints;
-  if (hints && !FI_VERSION_GE(version, FI_VERSION(1, 5))) {
+  if (hints && mr.speech != mr_speech::bits && !mr.error[0]) {
     local_hints.reset(dup_info(hints, abi_current));
     if (!local_hints) return to_fi(errc::nomem);
-    hints_from_old_api(*local_hints);
+    hints_to_bits(mr, *local_hints);
     hints = local_hints.get();
   }
   const char* want = hints && hints->fabric_attr ? hints->fabric_attr->prov_name : nullptr;
@@ -94,9 +140,15 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       list = attr_only_entry(*p, version);
       if (!list) return free_info(head), to_fi(errc::nomem);
     } else {
-      int ret = p->getinfo(version, node, service, flags, hints, &list);
+      refusal_reset();
+      int ret = to_fi(errc::nodata);
+      if (mr.error[0]) refuse(0, "domain_attr->mr_mode", "%s", mr.error);  // for every provider
+      else ret = p->getinfo(version, node, service, flags, hints, &list);
       if (ret == to_fi(errc::nomem)) return free_info(head), ret;
-      if (ret) continue;  // this provider has nothing that fits
+      if (ret) {  // this provider has nothing that fits
+        log_refusal(*p, ret);
+        continue;
+      }
     }
     for (fi_info* i = list; i; i = i->next) {
       if (!i->fabric_attr->prov_name && !(i->fabric_attr->prov_name = strdup(p->name))) {
@@ -106,7 +158,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       }
       i->fabric_attr->prov_version = p->version;
       i->fabric_attr->api_version = version;
-      if (!FI_VERSION_GE(version, FI_VERSION(1, 5))) result_to_old_api(*i);
+      result_from_bits(mr, *i);
     }
     *tail = list;
     while (*tail) tail = &(*tail)->next;

@@ -4,6 +4,10 @@
 #include "core/api.hpp"
 #include "core/errc.hpp"
 
+#include <rdma/fi_errno.h>
+#include <rdma/fi_ext.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -12,6 +16,7 @@
 #include <ctime>
 #include <string>
 #include <string_view>
+#include <mutex>
 #include <vector>
 #include <unistd.h>
 
@@ -83,9 +88,60 @@ __attribute__((constructor)) void init_logging() {
   }
 }
 
+// An application's logger (fi_import_log, fi_ext.h): a copy of its ops, so
+// the caller's struct need not outlive the call. Once installed, every
+// fi_log* call asks it; a later import replaces it.
+fi_ops_log imported_ops{};
+std::atomic<bool> imported{false};
+std::mutex import_lock;
+
+int logging_bind(fid* self, fid* bfid, uint64_t flags) noexcept {
+  (void)self;
+  auto* lf = reinterpret_cast<fid_logging*>(bfid);  // fid is its first member
+  if (flags || !bfid || bfid->fclass != FI_CLASS_LOG || !lf->ops ||
+      lf->ops->size < sizeof(fi_ops_log) || !lf->ops->enabled || !lf->ops->log) {
+    WEFT_WARN(&core_prov, FI_LOG_CORE,
+              "fi_import_log: needs an FI_CLASS_LOG object with enabled and log, no flags");
+    return to_fi(weft::errc::inval);
+  }
+  std::lock_guard g{import_lock};
+  imported.store(false, std::memory_order_release);
+  imported_ops = *lf->ops;
+  imported.store(true, std::memory_order_release);
+  // Every level reaches fi_log_enabled, which asks the application.
+  log_level_max = FI_LOG_DEBUG;
+  return 0;
+}
+
+// The "logging" object only carries the import; it owns nothing. Closing it
+// leaves the import in effect (fi_ext.h).
+int logging_close(fid*) noexcept { return 0; }
+int logging_control(fid*, int, void*) noexcept { return to_fi(weft::errc::nosys); }
+int logging_ops_open(fid*, const char*, uint64_t, void**, void*) noexcept {
+  return to_fi(weft::errc::nosys);
+}
+int logging_tostr(const fid*, char*, size_t) noexcept { return to_fi(weft::errc::nosys); }
+int logging_ops_set(fid*, const char*, uint64_t, void*, void*) noexcept {
+  return to_fi(weft::errc::nosys);
+}
+
+fi_ops logging_ops = {
+    .size = sizeof(fi_ops),
+    .close = logging_close,
+    .bind = logging_bind,
+    .control = logging_control,
+    .ops_open = logging_ops_open,
+    .tostr = logging_tostr,
+    .ops_set = logging_ops_set,
+};
+
+fid logging_object = {FI_CLASS_LOG, nullptr, &logging_ops};
+
 }  // namespace
 
 fi_provider* core_provider() noexcept { return &core_prov; }
+
+fid* logging_fid() noexcept { return &logging_object; }
 
 }  // namespace weft::core
 
@@ -97,6 +153,8 @@ extern "C" {
 WEFT_EXPORT int fi_log_enabled(const struct fi_provider* prov,
                                                           enum fi_log_level level,
                                                           enum fi_log_subsys subsys) {
+  if (imported.load(std::memory_order_acquire))
+    return imported_ops.enabled(prov, level, subsys, 0);
   int lv = raw_enum(level), ss = raw_enum(subsys);  // from C callers: any int
   if (lv > log_level_max || lv < 0) return 0;
   auto& cfg = config();
@@ -109,6 +167,8 @@ WEFT_EXPORT int fi_log_ready(const struct fi_provider* prov,
                                                         enum fi_log_level level,
                                                         enum fi_log_subsys subsys,
                                                         uint64_t* showtime) {
+  if (imported.load(std::memory_order_acquire) && imported_ops.ready)
+    return imported_ops.ready(prov, level, subsys, 0, showtime);
   if (!fi_log_enabled(prov, level, subsys)) return 0;
   if (!showtime) return 1;
   // Rate limiting for callers that log in loops: at most one line per second.
@@ -130,6 +190,11 @@ WEFT_EXPORT void fi_log(const struct fi_provider* prov,
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  if (imported.load(std::memory_order_acquire)) {
+    imported_ops.log(prov, level, subsys, func, line, msg);
+    errno = saved_errno;
+    return;
+  }
   size_t n = strlen(msg);
   const char* nl = (n && msg[n - 1] == '\n') ? "" : "\n";
   int lv = raw_enum(level), ss = raw_enum(subsys);

@@ -14,6 +14,10 @@ extern int log_level_max;
 // The provider the core itself logs as ("core").
 fi_provider* core_provider() noexcept;
 
+// fi_open("logging"): the object an application's logger is imported into
+// (fi_import_log, fi_ext.h).
+fid* logging_fid() noexcept;
+
 // One predictable branch when logging is off; the full filter otherwise.
 inline bool log_on(const fi_provider* prov, fi_log_level level, fi_log_subsys subsys) noexcept {
   return static_cast<int>(level) <= log_level_max && fi_log_enabled(prov, level, subsys);

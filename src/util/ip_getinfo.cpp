@@ -5,6 +5,8 @@
 #include "core/errc.hpp"
 #include "core/info.hpp"
 #include "core/log.hpp"
+#include "core/refusal.hpp"
+#include "core/tostr.hpp"
 #include "util/info_match.hpp"
 #include "util/ip_codec.hpp"
 #include "util/net.hpp"
@@ -40,7 +42,7 @@ bool resolve(const fi_provider* prov, int socktype, const char* node, const char
     int named = AF_UNSPEC;
     if (service || !util::split_addr_str(node, host, port, named) ||
         (family != AF_UNSPEC && named != AF_UNSPEC && named != family)) {
-      WEFT_INFO(prov, FI_LOG_CORE, "%s is not an IP address %s can use", node, prov->name);
+      core::refuse(0, "node", "%s is not an IP address %s can use", node, prov->name);
       return false;
     }
     if (named != AF_UNSPEC) family = named;
@@ -55,8 +57,8 @@ bool resolve(const fi_provider* prov, int socktype, const char* node, const char
   addrinfo* res = nullptr;
   int rc = ::getaddrinfo(node, service, &hints, &res);
   if (rc != 0 || !res) {
-    WEFT_INFO(prov, FI_LOG_CORE, "cannot resolve %s:%s: %s", node ? node : "",
-              service ? service : "", gai_strerror(rc));
+    core::refuse(0, node ? "node" : "service", "cannot resolve %s:%s: %s", node ? node : "",
+                 service ? service : "", gai_strerror(rc));
     return false;
   }
   std::unique_ptr<addrinfo, addrinfo_deleter> guard{res};
@@ -97,8 +99,12 @@ int ip_getinfo(const ip_getinfo_args& a, uint32_t version, const char* node,
     if (hints && hints->addr_format == FI_SOCKADDR_IN) family = AF_INET;
     if (hints && hints->addr_format == FI_SOCKADDR_IN6) family = AF_INET6;
     if (hints && hints->addr_format && family == AF_UNSPEC &&
-        hints->addr_format != FI_SOCKADDR)
+        hints->addr_format != FI_SOCKADDR) {
+      core::refuse(0, "addr_format", "asked %s, %s speaks IP socket addresses",
+                   core::tostr::enum_name(core::tostr::enum_set::addr_format, hints->addr_format),
+                   a.prov->name);
       return to_fi(errc::nodata);
+    }
     if (node || service) {
       if (!resolve(a.prov, a.socktype, node, service, flags, family, resolved)) return to_fi(errc::nodata);
       have_resolved = true;
@@ -108,14 +114,20 @@ int ip_getinfo(const ip_getinfo_args& a, uint32_t version, const char* node,
     // in the hints still pins where the endpoint binds.
     if (!want_src && hints && hints->src_addr) {
       want_src = static_cast<const sockaddr*>(hints->src_addr);
-      if (!sockaddr_len(want_src) || hints->src_addrlen < sockaddr_len(want_src))
+      if (!sockaddr_len(want_src) || hints->src_addrlen < sockaddr_len(want_src)) {
+        core::refuse(0, "src_addr", "not an IP socket address of src_addrlen %zu bytes",
+                     hints->src_addrlen);
         return to_fi(errc::nodata);
+      }
     }
     const sockaddr* hint_dest = nullptr;
     if (hints && hints->dest_addr) {
       hint_dest = static_cast<const sockaddr*>(hints->dest_addr);
-      if (!sockaddr_len(hint_dest) || hints->dest_addrlen < sockaddr_len(hint_dest))
+      if (!sockaddr_len(hint_dest) || hints->dest_addrlen < sockaddr_len(hint_dest)) {
+        core::refuse(0, "dest_addr", "not an IP socket address of dest_addrlen %zu bytes",
+                     hints->dest_addrlen);
         return to_fi(errc::nodata);
+      }
     }
 
     // A source that is the any-address (FI_SOURCE with no node, or 0.0.0.0
@@ -147,6 +159,7 @@ int ip_getinfo(const ip_getinfo_args& a, uint32_t version, const char* node,
       fi_info*& head;
       ~list_guard() { core::free_info(head); }
     } guard{head};
+    unsigned usable = 0;  // interfaces that fit the addresses asked for
     for (const ip_iface& iface : ifaces) {
       if (any_src && head) break;
       if (!a.iface.empty() && iface.name != a.iface) continue;
@@ -157,6 +170,7 @@ int ip_getinfo(const ip_getinfo_args& a, uint32_t version, const char* node,
         continue;
       if (have_resolved && !(flags & FI_SOURCE) && resolved.ss_family != fam) continue;
       if (hint_dest && hint_dest->sa_family != fam) continue;
+      ++usable;
       for (const fi_info* tmpl : a.templates) {
         fi_info local = *tmpl;
         fi_domain_attr dom = *tmpl->domain_attr;
@@ -185,6 +199,15 @@ int ip_getinfo(const ip_getinfo_args& a, uint32_t version, const char* node,
         *tail = match.release();
         tail = &(*tail)->next;
       }
+    }
+    if (!usable) {
+      // Templates were never tried: the addresses ruled every interface out.
+      const char* field = want_src ? (node || service ? "node" : "src_addr")
+                          : have_resolved ? "node"
+                          : hint_dest     ? "dest_addr"
+                                          : "addr_format";
+      core::refuse(0, field, "no interface%s%s that is up has an address that fits",
+                   a.iface.empty() ? "" : " named ", a.iface.c_str());
     }
     if (!head) return to_fi(errc::nodata);
     *info = std::exchange(head, nullptr);

@@ -5,6 +5,8 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netdb.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -139,6 +141,64 @@ bool route_source(const sockaddr* dest, sockaddr_storage& out) noexcept {
             ::getsockname(s, reinterpret_cast<sockaddr*>(&out), &outlen) == 0;
   ::close(s);
   return ok;
+}
+
+namespace {
+
+bool is_loopback(const sockaddr* sa) noexcept {
+  if (sa->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->sa_family != AF_INET6) return false;
+  auto& a = reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr;
+  if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;
+}
+
+// "host.example.org" names the host "host" too, and the other way round.
+bool same_name(const char* a, const char* b) {
+  if (strcasecmp(a, b) == 0) return true;
+  size_t la = std::strcspn(a, "."), lb = std::strcspn(b, ".");
+  return la == lb && strncasecmp(a, b, la) == 0 && (!a[la] || !b[lb]);
+}
+
+}  // namespace
+
+bool is_local_address(const sockaddr* sa) noexcept {
+  if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6) return false;
+  if (is_loopback(sa) || is_any_addr(sa)) return true;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = list; i && !found; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != sa->sa_family) continue;
+    if (sa->sa_family == AF_INET)
+      found = reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr ==
+              reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
+    else
+      found = IN6_ARE_ADDR_EQUAL(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr,
+                                 &reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr);
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+bool names_this_host(const char* node, bool numeric_only) {
+  if (!node || !*node) return false;
+  if (!numeric_only) {
+    char host[256] = {};
+    if (strcasecmp(node, "localhost") == 0) return true;
+    if (::gethostname(host, sizeof host - 1) == 0 && same_name(node, host)) return true;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;  // one entry per address, not per socket type
+  if (numeric_only) hints.ai_flags |= AI_NUMERICHOST;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(node, nullptr, &hints, &res) != 0 || !res) return false;
+  bool local = false;
+  for (addrinfo* r = res; r && !local; r = r->ai_next) local = is_local_address(r->ai_addr);
+  freeaddrinfo(res);
+  return local;
 }
 
 }  // namespace weft::util

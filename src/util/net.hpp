@@ -41,4 +41,15 @@ bool is_any_addr(const sockaddr* sa) noexcept;
 // socket connected to it; nothing is sent). False when it has no route.
 bool route_source(const sockaddr* dest, sockaddr_storage& out) noexcept;
 
+// Whether an address is one of this host's: loopback (127.0.0.0/8, ::1 and
+// their IPv4-mapped forms), the any-address, or an address of one of its
+// interfaces (up or not).
+bool is_local_address(const sockaddr* sa) noexcept;
+
+// Whether `node` names this host: "localhost", its host name (with or
+// without domain), or a name or address that resolves to a local address.
+// numeric_only (FI_NUMERICHOST): node must be a numeric address; nothing
+// is looked up.
+bool names_this_host(const char* node, bool numeric_only);
+
 }  // namespace weft::util

@@ -43,6 +43,15 @@ shm=$(run -p shm -v)
 check "fi_info -p shm -v shows FI_EP_RDM" grep -q "FI_EP_RDM" <<<"$shm"
 check "fi_info -p shm -v shows FI_ADDR_STR" grep -q "FI_ADDR_STR" <<<"$shm"
 
+# shm accepts a node that names this host (its answer keeps shm's own
+# addressing) and refuses one that cannot be local.
+shm_node=$(run -p shm -n 127.0.0.1)
+check "fi_info -p shm -n 127.0.0.1 lists shm" grep -q "provider: shm" <<<"$shm_node"
+shm_src=$(run -p shm -s localhost -P 4711)
+check "fi_info -p shm -s localhost -P 4711 lists shm" grep -q "provider: shm" <<<"$shm_src"
+run -p shm -n 192.0.2.1 >/dev/null 2>&1
+check "fi_info -p shm -n 192.0.2.1 finds nothing" test $? -ne 0
+
 short=$(run -p udp)
 check "fi_info -p udp short form" grep -q "provider: udp" <<<"$short"
 

@@ -2,12 +2,16 @@
 // weft — the shm provider's registration, parameters and fi_getinfo.
 #include "core/info.hpp"
 #include "core/log.hpp"
+#include "core/refusal.hpp"
 #include "prov/shm/shm.hpp"
 #include "util/info_match.hpp"
+#include "util/ip_codec.hpp"
+#include "util/net.hpp"
 
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <utility>
 
 namespace weft::shm {
@@ -45,6 +49,18 @@ bool set_name(void*& field, size_t& len, const addr_entry& e) {
   return true;
 }
 
+// node as a host: a name or address, or an IP address in FI_ADDR_STR form
+// ("fi_sockaddr_in://127.0.0.1:4711").
+bool names_local_host(const char* node, uint64_t flags) {
+  std::string host, port;
+  int family = AF_UNSPEC;
+  if (std::strstr(node, "://")) {
+    if (!util::split_addr_str(node, host, port, family)) return false;
+    node = host.c_str();
+  }
+  return util::names_this_host(node, flags & FI_NUMERICHOST);
+}
+
 }  // namespace
 
 const config& cfg() noexcept { return the_config; }
@@ -54,21 +70,32 @@ fi_provider& provider() noexcept { return the_provider; }
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** info) noexcept {
   return abi_guard([&]() -> int {
-    // node may be a peer's FI_ADDR_STR name (fi_getinfo(3)); shm has no
-    // services and does not let the application choose its own name.
+    // node may be a peer's FI_ADDR_STR name (fi_getinfo(3)): the
+    // destination. shm does not let the application choose its own name.
     addr_entry dest{};
     bool have_dest = false;
-    if (node || service) {
-      if (service || !node || (flags & FI_SOURCE) || !parse_name(node, std::strlen(node) + 1, dest)) {
-        WEFT_INFO(&provider(), FI_LOG_CORE, "shm: node %s service %s is not a peer's fi_shm:// name",
-                  node ? node : "(none)", service ? service : "(none)");
+    if (node && std::strncmp(node, name_prefix, sizeof name_prefix - 1) == 0) {
+      if (service || (flags & FI_SOURCE) || !parse_name(node, std::strlen(node) + 1, dest)) {
+        core::refuse(0, "node", "%s%s is not a peer's name shm can reach%s", node,
+                     service ? " with a service" : "",
+                     flags & FI_SOURCE ? " (shm names its endpoints itself: no FI_SOURCE)" : "");
         return to_fi(errc::nodata);
       }
       have_dest = true;
-    } else if (hints && hints->dest_addr &&
-               (hints->addr_format == FI_ADDR_STR || hints->addr_format == FI_FORMAT_UNSPEC)) {
+    } else if (node || service) {
+      // A host (and a port) name no shm endpoint, but a client that names
+      // this host is one shm can serve: accepted, and the answer keeps shm's
+      // own addressing (docs/decisions.md). A service alone names no host.
+      if (node && !names_local_host(node, flags)) {
+        core::refuse(0, "node", "%s names no address of this host%s: shm reaches this host only",
+                     node, flags & FI_NUMERICHOST ? " (FI_NUMERICHOST: numeric only)" : "");
+        return to_fi(errc::nodata);
+      }
+    }
+    if (!have_dest && hints && hints->dest_addr &&
+        (hints->addr_format == FI_ADDR_STR || hints->addr_format == FI_FORMAT_UNSPEC)) {
       if (!parse_name(static_cast<const char*>(hints->dest_addr), hints->dest_addrlen, dest)) {
-        WEFT_INFO(&provider(), FI_LOG_CORE, "shm: hints->dest_addr is not an fi_shm:// name");
+        core::refuse(0, "dest_addr", "not an fi_shm:// name");
         return to_fi(errc::nodata);
       }
       have_dest = true;

@@ -155,6 +155,13 @@ TEST(info_match, memory_registration_requirements) {
   EXPECT_FALSE(match(t.info, h.get()));
   h->domain_attr->mr_mode = FI_MR_VIRT_ADDR;
   EXPECT_TRUE(match(t.info, h.get()));
+  // An fi_info fi_getinfo answered in the old terms, handed to fi_domain:
+  // FI_MR_BASIC stands for FI_MR_VIRT_ADDR among others, FI_MR_SCALABLE
+  // for none of them.
+  h->domain_attr->mr_mode = FI_MR_BASIC;
+  EXPECT_TRUE(match(t.info, h.get()));
+  h->domain_attr->mr_mode = FI_MR_SCALABLE;
+  EXPECT_FALSE(match(t.info, h.get()));
 }
 
 }  // namespace
