@@ -2,6 +2,8 @@
 // weft — the completion queue every provider uses.
 #include "util/cq.hpp"
 
+#include <sched.h>
+
 #include "core/log.hpp"
 
 #include <bit>
@@ -283,28 +285,40 @@ ssize_t cq::read(void* buf, size_t count, fi_addr_t* src) noexcept {
   using out_t = typename format_of<F>::type;
   if (!buf && count) return to_fi(errc::inval);
   progress_.run<Lock>();
-  [[maybe_unused]] auto g = guard<Lock>();
-  auto* out = static_cast<out_t*>(buf);
-  size_t n = 0;
-  while (head_ != tail_) {
-    const cq_entry& e = ring_[head_ & mask_];
-    if (e.error) [[unlikely]] {
-      // Markers of errors already taken by fi_cq_readerr are skipped; an
-      // error not yet taken stops the read (-FI_EAVAIL if it is the first).
-      if (!errors_taken_) break;
+  {
+    [[maybe_unused]] auto g = guard<Lock>();
+    auto* out = static_cast<out_t*>(buf);
+    size_t n = 0;
+    while (head_ != tail_) {
+      const cq_entry& e = ring_[head_ & mask_];
+      if (e.error) [[unlikely]] {
+        // Markers of errors already taken by fi_cq_readerr are skipped; an
+        // error not yet taken stops the read (-FI_EAVAIL if it is the first).
+        if (!errors_taken_) break;
+        ++head_;
+        --errors_taken_;
+        continue;
+      }
+      if (n == count) break;
+      format_of<F>::fill(out[n], e);
+      if (src) src[n] = e.src;
+      ++n;
       ++head_;
-      --errors_taken_;
-      continue;
     }
-    if (n == count) break;
-    format_of<F>::fill(out[n], e);
-    if (src) src[n] = e.src;
-    ++n;
-    ++head_;
+    if (n) {
+      idle_reads_ = 0;
+      return static_cast<ssize_t>(n);
+    }
+    if (head_ != tail_) {
+      idle_reads_ = 0;
+      return ring_[head_ & mask_].error ? to_fi(errc::avail) : 0;
+    }
+    if (++idle_reads_ < idle_yield_reads) [[likely]]
+      return to_fi(errc::again);
+    idle_reads_ = 0;
   }
-  if (n) return static_cast<ssize_t>(n);
-  if (head_ == tail_) return to_fi(errc::again);
-  return ring_[head_ & mask_].error ? to_fi(errc::avail) : 0;
+  sched_yield();  // not under the lock: another reader may be what we wait for
+  return to_fi(errc::again);
 }
 
 template <class Lock>

@@ -156,6 +156,12 @@ class cq : public fid_object<cq, fid_cq> {
   uint64_t mask_ = 0;
   uint64_t head_ = 0;
   uint64_t tail_ = 0;
+  // fi_cq_read calls in a row that found nothing. A thread polling an empty
+  // CQ waits for another thread or process; past idle_yield_reads it gives
+  // up the core once, so with more busy threads than cores the one it waits
+  // for gets to run (docs/decisions.md). Under the CQ's lock.
+  uint32_t idle_reads_ = 0;
+  static constexpr uint32_t idle_yield_reads = 512;
   std::deque<error_record> errors_;
   size_t errors_taken_ = 0;      // errors read ahead of their ring marker
   std::vector<uint8_t> err_buf_;  // err_data returned to callers who gave none
