@@ -71,6 +71,9 @@ expect_failure "msgrate.py, empty weft folder" "$missing" \
   msgrate.py "$tmp/empty" --provider shm --windows 10 --warm 1 --reps 1
 expect_failure "msgrate.py --ops latency, empty weft folder" "$missing" \
   msgrate.py "$tmp/empty" --provider shm --ops latency --windows 10 --warm 1 --reps 1
+[ $have_pingpong = 0 ] ||
+  expect_failure "oversub.py, empty weft folder" "$missing" \
+    oversub.py "$tmp/empty" --reps 1 --iters 10 --messages 10
 expect_failure "av_scale.py, empty weft folder" "$missing" \
   av_scale.py "$tmp/empty" --provider udp --peers 10 --reps 1
 expect_failure "instructions.sh, empty weft folder" "$missing" \
@@ -85,6 +88,9 @@ expect_failure "instructions.sh, empty weft folder" "$missing" \
 [ $have_pingpong = 0 ] ||
   FI_PROVIDER=nosuch expect_failure "demo.py, failing fi_pingpong" "fi_pingpong failed" \
     demo.py "$tmp/copy" --sizes 8 --iters 10 --reps 1
+[ $have_pingpong = 0 ] ||
+  expect_failure "oversub.py, failing fi_pingpong" "fi_pingpong failed" \
+    oversub.py "$tmp/copy" --provider nosuch --reps 1 --iters 10 --messages 10
 expect_failure "msgrate.py, failing msgrate" "msgrate failed" \
   msgrate.py "$tmp/copy" --provider nosuch --windows 10 --warm 1 --reps 1
 expect_failure "av_scale.py, failing av_scale" "av_scale failed" \
