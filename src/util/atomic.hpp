@@ -61,6 +61,16 @@ namespace weft::util {
 // (base), fi_fetch_atomic* (fetch) or fi_compare_atomic* (compare).
 enum class atomic_kind : uint8_t { base, fetch, compare };
 
+// What an atomic of this kind and operation does to the target region, as
+// events counted on it (fi_mr_bind): base atomics modify it; fetching ones
+// read it and, except FI_ATOMIC_READ, modify it; compare ones read it and
+// may modify it.
+inline uint64_t region_events(atomic_kind kind, int op) noexcept {
+  if (kind == atomic_kind::base) return FI_REMOTE_WRITE;
+  if (kind == atomic_kind::fetch && op == FI_ATOMIC_READ) return FI_REMOTE_READ;
+  return FI_REMOTE_READ | FI_REMOTE_WRITE;
+}
+
 // Datatypes and operations arrive as plain ints (from the wire or from a C
 // caller, where any value is possible); out-of-range values are unsupported.
 

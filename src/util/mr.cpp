@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/log.hpp"
+#include "util/cntr.hpp"
 #include "util/domain.hpp"
 
 namespace weft::util {
@@ -225,6 +226,44 @@ mr::mr(domain& dom, const fi_mr_attr& attr, uint64_t flags, const segment* segs,
 
 mr::~mr() {
   if (in_map_) domain_->mrs().erase(map_key_);
+  domain_->mrs().bound_.fetch_sub(ncounters_, std::memory_order_relaxed);
+}
+
+void mr::count(uint64_t kinds) const noexcept {
+  for (size_t i = 0; i < ncounters_; ++i)
+    if (counters_[i].flags & kinds) counters_[i].counter->inc();
+}
+
+void mr_map::count_remote_slow(const uint64_t* keys, size_t n, uint64_t kinds) const noexcept {
+  std::shared_lock g{mutex_, std::defer_lock};
+  if (locked_) g.lock();
+  for (size_t i = 0; i < n; ++i) {
+    // An operation counts once per region, however many of its ranges
+    // fall in it.
+    if (std::find(keys, keys + i, keys[i]) != keys + i) continue;
+    if (const mr* m = lookup(keys[i])) m->count(kinds);
+  }
+}
+
+int mr::bind_counter(cntr& c, uint64_t flags) {
+  auto* prov = domain_->provider();
+  mr_map& map = domain_->mrs();
+  std::unique_lock g{map.mutex_, std::defer_lock};
+  if (map.locked_) g.lock();
+  for (size_t i = 0; i < ncounters_; ++i)
+    if (counters_[i].counter.get() == &c) {
+      counters_[i].flags |= flags;  // bound again: it counts both kinds
+      return 0;
+    }
+  if (ncounters_ == max_counters) {
+    WEFT_WARN(prov, FI_LOG_MR, "a memory region takes at most %zu counters", max_counters);
+    return to_fi(errc::nospc);
+  }
+  counters_[ncounters_].counter.reset(&c);
+  counters_[ncounters_].flags = flags;
+  ++ncounters_;
+  map.bound_.fetch_add(1, std::memory_order_relaxed);
+  return 0;
 }
 
 int mr::close() { return close_if_unused(domain_->provider(), FI_LOG_MR, "memory region"); }
@@ -236,13 +275,34 @@ int mr::bind(struct fid* bfid, uint64_t flags) {
               bfid->fclass);
     return to_fi(errc::inval);
   }
-  if (is_class(bfid, FI_CLASS_CNTR) && (flags & ~static_cast<uint64_t>(FI_REMOTE_WRITE))) {
-    WEFT_WARN(prov, FI_LOG_MR, "MR to counter bind flags must be FI_REMOTE_WRITE");
+  // fi_mr(3): -FI_ENOSYS when events on access to regions are not reported.
+  if (is_class(bfid, FI_CLASS_EP)) {
+    WEFT_WARN(prov, FI_LOG_MR, "binding MRs to endpoints (FI_MR_ENDPOINT) is not supported");
+    return to_fi(errc::nosys);
+  }
+  constexpr uint64_t events = FI_REMOTE_WRITE | FI_REMOTE_READ;
+  if (!flags || (flags & ~events)) {
+    WEFT_WARN(prov, FI_LOG_MR,
+              "MR to counter bind flags are FI_REMOTE_WRITE and/or FI_REMOTE_READ, not %#llx",
+              static_cast<unsigned long long>(flags));
     return to_fi(errc::badflags);
   }
-  // fi_mr(3): -FI_ENOSYS when events on access to regions are not reported.
-  WEFT_WARN(prov, FI_LOG_MR, "binding MRs to counters or endpoints is not supported");
-  return to_fi(errc::nosys);
+  if (!(domain_->caps() & FI_RMA_EVENT)) {
+    WEFT_WARN(prov, FI_LOG_MR, "this domain reports no events on access to its regions "
+              "(no FI_RMA_EVENT): a counter cannot be bound to a region");
+    return to_fi(errc::nosys);
+  }
+  // Only a counter of this library (its ops table) is a cntr to cast to.
+  if (bfid->ops != &fid_thunks<cntr, fid_cntr>::table) {
+    WEFT_WARN(prov, FI_LOG_MR, "the counter is not one this provider opened");
+    return to_fi(errc::inval);
+  }
+  auto& c = *cntr::from(bfid);
+  if (&c.dom() != domain_.get()) {
+    WEFT_WARN(prov, FI_LOG_MR, "the counter belongs to another domain");
+    return to_fi(errc::inval);
+  }
+  return bind_counter(c, flags);
 }
 
 int mr::raw_attr(struct fi_mr_raw_attr* arg) const noexcept {

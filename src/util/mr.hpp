@@ -24,6 +24,7 @@
 
 namespace weft::util {
 
+class cntr;
 class domain;
 class mr;
 
@@ -74,11 +75,30 @@ class mr_map {
   errc verify_iov(uint64_t key, uint64_t addr, size_t len, uint64_t access, iovec* iov,
                   size_t* count) const noexcept;
 
+  // A served remote access completed on the regions `keys` name (several
+  // may name one region): each region counts it once on every counter bound
+  // to it (fi_mr_bind, FI_RMA_EVENT) whose flags meet `kinds` (FI_REMOTE_WRITE
+  // for what modified the region, FI_REMOTE_READ for what read it). While no
+  // region of the domain has a counter, this is one load and a branch.
+  // `key_of(i)` gives the key of the operation's i-th range, i < n.
+  static constexpr size_t max_counted_ranges = 16;
+  template <class KeyOf>
+  void count_remote(size_t n, KeyOf&& key_of, uint64_t kinds) const noexcept {
+    if (bound_.load(std::memory_order_relaxed) == 0) [[likely]]
+      return;
+    uint64_t keys[max_counted_ranges];
+    n = n < max_counted_ranges ? n : max_counted_ranges;
+    for (size_t i = 0; i < n; ++i) keys[i] = key_of(i);
+    count_remote_slow(keys, n, kinds);
+  }
+
   size_t size() const noexcept;
   bool locked() const noexcept { return locked_; }
 
  private:
   friend class mr;
+  void count_remote_slow(const uint64_t* keys, size_t n, uint64_t kinds) const noexcept;
+  std::atomic<size_t> bound_{0};  // counter bindings over the domain's regions
   // Enters `m` under a key of the provider's choosing (prov_key) or under
   // `requested` (errc::nokey if taken). May throw std::bad_alloc.
   errc insert(mr& m, bool prov_key, uint64_t requested, uint64_t* key);
@@ -161,7 +181,11 @@ class mr : public fid_object<mr, fid_mr> {
   int control(int command, void* arg);
 
  private:
+  friend class mr_map;
   int raw_attr(struct fi_mr_raw_attr* arg) const noexcept;
+  int bind_counter(cntr& c, uint64_t flags);
+  // mr_map::count_remote, for this region: under the map's reader lock.
+  void count(uint64_t kinds) const noexcept;
 
   ref<domain> domain_;
   uint64_t access_;
@@ -173,6 +197,15 @@ class mr : public fid_object<mr, fid_mr> {
   std::atomic<bool> enabled_{true};
   size_t nsegs_;
   std::array<segment, mr_iov_limit> segs_{};
+  // fi_mr_bind counters, each with the events it counts; written under the
+  // map's writer lock, read under its reader lock.
+  struct counter_binding {
+    ref<cntr> counter;
+    uint64_t flags = 0;
+  };
+  static constexpr size_t max_counters = 4;
+  std::array<counter_binding, max_counters> counters_{};
+  size_t ncounters_ = 0;
 };
 
 }  // namespace weft::util

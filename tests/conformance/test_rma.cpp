@@ -400,7 +400,104 @@ TEST_P(rma, every_mr_mode_a_client_asks_for_works) {
   }
 }
 
+// FI_RMA_EVENT: counters bound to a region (fi_mr_bind) count each remote
+// access to it once, by what it did: FI_REMOTE_WRITE counters the writes and
+// the atomics that modify it, FI_REMOTE_READ counters the reads and the
+// atomics that read it; a counter bound for both counts each access once,
+// however many of its ranges fall in the region.
+class rma_event : public rma {
+ protected:
+  uint64_t extra_caps() const override { return rma::extra_caps() | FI_RMA_EVENT; }
+};
+
+TEST_P(rma_event, region_counters_count_each_remote_access_once) {
+  std::vector<char> target(200000, 0), other_region(64, 0);
+  std::vector<int64_t> words(4, 1);
+  const uint64_t access = FI_REMOTE_READ | FI_REMOTE_WRITE;
+  fid_mr *mr = nullptr, *mr_words = nullptr;
+  ASSERT_EQ(fi_mr_reg(domain, target.data(), target.size(), access, 0, 301, FI_RMA_EVENT, &mr,
+                      nullptr),
+            0);
+  ASSERT_EQ(fi_mr_reg(domain, words.data(), words.size() * 8, access, 0, 302, FI_RMA_EVENT,
+                      &mr_words, nullptr),
+            0);
+  uint64_t plain_base;
+  const uint64_t plain_key = reg(other_region.data(), other_region.size(), access, &plain_base, 303);
+  fid_cntr *wr = nullptr, *rd = nullptr, *both = nullptr;
+  fi_cntr_attr ca{};
+  ca.events = FI_CNTR_EVENTS_COMP;
+  for (fid_cntr** c : {&wr, &rd, &both}) ASSERT_EQ(fi_cntr_open(domain, &ca, c, nullptr), 0);
+  EXPECT_EQ(fi_mr_bind(mr, &wr->fid, 0), -FI_EBADFLAGS);
+  EXPECT_EQ(fi_mr_bind(mr, &wr->fid, FI_SEND), -FI_EBADFLAGS);
+  for (fid_mr* m : {mr, mr_words}) {
+    ASSERT_EQ(fi_mr_bind(m, &wr->fid, FI_REMOTE_WRITE), 0);
+    ASSERT_EQ(fi_mr_bind(m, &rd->fid, FI_REMOTE_READ), 0);
+    ASSERT_EQ(fi_mr_bind(m, &both->fid, FI_REMOTE_WRITE), 0);
+    ASSERT_EQ(fi_mr_bind(m, &both->fid, FI_REMOTE_READ), 0);  // again: both kinds
+    if (info->domain_attr->mr_mode & FI_MR_RMA_EVENT) {
+      ASSERT_EQ(fi_mr_enable(m), 0);
+    }
+  }
+  EXPECT_EQ(fi_close(&wr->fid), -FI_EBUSY) << "a region still counts on it";
+  const uint64_t base = virt ? reinterpret_cast<uint64_t>(target.data()) : 0;
+  const uint64_t wbase = virt ? reinterpret_cast<uint64_t>(words.data()) : 0;
+  const uint64_t key = fi_mr_key(mr), wkey = fi_mr_key(mr_words);
+  auto expect = [&](uint64_t w, uint64_t r, uint64_t b, const char* after) {
+    EXPECT_EQ(fi_cntr_read(wr), w) << after;
+    EXPECT_EQ(fi_cntr_read(rd), r) << after;
+    EXPECT_EQ(fi_cntr_read(both), b) << after;
+  };
+  std::vector<char> src(100000, 'x'), back(100000);
+  fi_context ctx;
+  ASSERT_EQ(fi_write(a, src.data(), 16, nullptr, fb, base, key, &ctx), 0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  expect(1, 0, 1, "a small write");
+  ASSERT_EQ(fi_write(a, src.data(), src.size(), nullptr, fb, base + 64, key, &ctx), 0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  expect(2, 0, 2, "a large write");
+  ASSERT_EQ(fi_read(a, back.data(), back.size(), nullptr, fb, base + 64, key, &ctx), 0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  EXPECT_EQ(back, src);
+  expect(2, 1, 3, "a read");
+  // Two ranges of one region in one operation: one access.
+  iovec iov{src.data(), 32};
+  fi_rma_iov rv[2] = {{base, 16, key}, {base + 1000, 16, key}};
+  fi_msg_rma m{&iov, nullptr, 1, fb, rv, 2, &ctx, 0};
+  ASSERT_EQ(fi_writemsg(a, &m, FI_COMPLETION), 0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  expect(3, 1, 4, "a write to two ranges of the region");
+  int64_t one = 1, prior = 0, cmp = 3, swap = 7;
+  ASSERT_EQ(fi_atomic(a, &one, 1, nullptr, fb, wbase, wkey, FI_INT64, FI_SUM, &ctx), 0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  expect(4, 1, 5, "a base atomic");
+  ASSERT_EQ(fi_fetch_atomic(a, &one, 1, nullptr, &prior, nullptr, fb, wbase, wkey, FI_INT64,
+                            FI_SUM, &ctx),
+            0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  EXPECT_EQ(prior, 2);
+  expect(5, 2, 6, "a fetch-add (reads and modifies)");
+  ASSERT_EQ(fi_fetch_atomic(a, nullptr, 1, nullptr, &prior, nullptr, fb, wbase, wkey, FI_INT64,
+                            FI_ATOMIC_READ, &ctx),
+            0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  expect(5, 3, 7, "an atomic read");
+  ASSERT_EQ(fi_compare_atomic(a, &swap, 1, nullptr, &cmp, nullptr, &prior, nullptr, fb, wbase,
+                              wkey, FI_INT64, FI_CSWAP, &ctx),
+            0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  EXPECT_EQ(words[0], 7);
+  expect(6, 4, 8, "a compare-swap");
+  // A region with no counter bound counts nowhere.
+  ASSERT_EQ(fi_write(a, src.data(), 8, nullptr, fb, plain_base, plain_key, &ctx), 0);
+  ASSERT_EQ(wait_for(&ctx), 1);
+  expect(6, 4, 8, "a write to another region");
+  EXPECT_EQ(fi_close(&mr->fid), 0);
+  EXPECT_EQ(fi_close(&mr_words->fid), 0);
+  for (fid_cntr* c : {wr, rd, both}) EXPECT_EQ(fi_close(&c->fid), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(all, rma, testing::ValuesIn(all_configs), config_name);
+INSTANTIATE_TEST_SUITE_P(all, rma_event, testing::ValuesIn(all_configs), config_name);
 
 }  // namespace
 }  // namespace conformance

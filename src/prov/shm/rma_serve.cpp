@@ -132,6 +132,7 @@ bool endpoint::handle_rma_write(inbound& in, const msg_view& v) noexcept {
     for (size_t i = 0; i < nd; ++i) off += v.copy_to(dst[i].iov_base, dst[i].iov_len, off);
     in.cons.release(v);
     remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, rflags, data, src, q.p.total);
+    count_region(q.tg, q.p.count, FI_REMOTE_WRITE);
     if (reply) send_ack<Lock>(conn_to(in.id, ignored), token, proto::ack_done);
     return true;
   }
@@ -141,6 +142,7 @@ bool endpoint::handle_rma_write(inbound& in, const msg_view& v) noexcept {
     rc = cma_copy(static_cast<pid_t>(in.id.pid), false, q.local, q.p.lcount, dst, nd, q.p.total);
     if (rc == 0) {
       remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, rflags, data, src, q.p.total);
+      count_region(q.tg, q.p.count, FI_REMOTE_WRITE);
       send_ack<Lock>(conn_to(in.id, ignored), token, proto::ack_done);
       return true;
     }
@@ -191,6 +193,8 @@ bool endpoint::handle_rma_write(inbound& in, const msg_view& v) noexcept {
   x->src = src;
   x->dst_count = nd;
   std::copy_n(dst, nd, x->dst);
+  x->key_count = q.p.count;
+  for (uint32_t i = 0; i < q.p.count; ++i) x->keys[i] = q.tg[i].key;
   if (e != errc::ok) x->err = static_cast<int>(e);
   watch(in);
   if (q.p.mode == proto::rma_cma) send_ack<Lock>(conn_to(in.id, ignored), token, proto::ack_use_bounce);
@@ -231,6 +235,7 @@ bool endpoint::handle_rma_read(inbound& in, const msg_view& v) noexcept {
     in.cons.release(v);
     send_reply(back, proto::op_resp, token, proto::ack_done, src, ns);
     remote_event<Lock>(FI_RMA | FI_REMOTE_READ, 0, 0, FI_ADDR_NOTAVAIL, 0);
+    count_region(q.tg, q.p.count, FI_REMOTE_READ);
     return true;
   }
   if (q.p.mode == proto::rma_cma) {
@@ -246,8 +251,10 @@ bool endpoint::handle_rma_read(inbound& in, const msg_view& v) noexcept {
       if (rc)
         WEFT_WARN(&provider(), FI_LOG_EP_DATA, "shm: RMA read from pid %u: %s", in.id.pid,
                   std::strerror(rc));
-      else
+      else {
         remote_event<Lock>(FI_RMA | FI_REMOTE_READ, 0, 0, FI_ADDR_NOTAVAIL, 0);
+        count_region(q.tg, q.p.count, FI_REMOTE_READ);
+      }
       send_reply(back, proto::op_ack, token,
                  rc ? static_cast<uint64_t>(cma_error(rc)) : proto::ack_done, nullptr, 0);
       return true;
@@ -288,6 +295,7 @@ bool endpoint::handle_rma_read(inbound& in, const msg_view& v) noexcept {
   enqueue_bounce(*back, t);
   pump_bounce<Lock>(*back);
   remote_event<Lock>(FI_RMA | FI_REMOTE_READ, 0, 0, FI_ADDR_NOTAVAIL, 0);
+  count_region(q.tg, q.p.count, FI_REMOTE_READ);
   return true;
 }
 
@@ -363,9 +371,11 @@ bool endpoint::handle_atomic(inbound& in, const msg_view& v) noexcept {
   // fi_endpoint(3) counts by family, not by what the operation did to the
   // memory: base atomics are remote writes, fetch and compare atomics
   // (a fetch-add included) remote reads, as their initiator's FI_READ.
-  if (e == errc::ok)
+  if (e == errc::ok) {
     remote_event<Lock>(FI_ATOMIC | (fetches ? FI_REMOTE_READ : FI_REMOTE_WRITE), rflags, data, src,
                        at);
+    count_region(tg, p.count, util::region_events(kind, static_cast<int>(p.op)));
+  }
   if (!reply) return true;
   conn* back = conn_to(in.id, ignored);
   if (e != errc::ok || !fetches) {

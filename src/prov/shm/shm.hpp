@@ -240,6 +240,8 @@ struct rx_xfer : rec_base {
   fi_addr_t src = FI_ADDR_NOTAVAIL;
   size_t dst_count = 0;
   iovec dst[proto::rma_max_targets * util::mr_iov_limit]{};
+  uint32_t key_count = 0;  // write_target: the regions written, for their counters
+  uint64_t keys[proto::rma_max_targets]{};
   // split copies (never queued: a matched message): the sender's pid and
   // buffers, and the bytes to copy
   bool split = false;
@@ -512,6 +514,11 @@ class endpoint : public util::endpoint_object<endpoint> {
                               len);
   }
   fi_addr_t source_of(inbound& in) noexcept;
+  // A served access completed on these targets: their regions' counters
+  // (fi_mr_bind) count it.
+  void count_region(const proto::rma_target* tg, size_t n, uint64_t kinds) noexcept {
+    domain_->mrs().count_remote(n, [&](size_t i) { return tg[i].key; }, kinds);
+  }
   // The receive context's owner_ops: util::srx's directly when it is this
   // endpoint's own (no indirect call), else the peer SRX owner's.
   template <class Lock>

@@ -275,7 +275,11 @@ void endpoint::finish_xfer(rx_xfer* x) noexcept {
     return;
   }
   if (x->rma == rx_xfer::write_target) {
-    if (!x->err) remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, x->req_flags, x->cq_data, x->src, x->total);
+    if (!x->err) {
+      remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, x->req_flags, x->cq_data, x->src, x->total);
+      domain_->mrs().count_remote(x->key_count, [&](size_t i) { return x->keys[i]; },
+                                  FI_REMOTE_WRITE);
+    }
     // A sender that died is not answered; any other outcome is.
     if (x->err != FI_ECONNRESET) {
       errc ignored;

@@ -387,7 +387,10 @@ bool endpoint::on_rma_done(conn& c) noexcept {
   const uint8_t req = static_cast<uint8_t>(f.op);
   switch (f.op) {
     case proto::op::rma_write: {
-      if (!c.rx_err) remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, f.flags, f.cq_data, c.addr, f.rma_len);
+      if (!c.rx_err) {
+        remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, f.flags, f.cq_data, c.addr, f.rma_len);
+        mrs.count_remote(f.iov_count, [&](size_t i) { return f.iov[i].key; }, FI_REMOTE_WRITE);
+      }
       if (!(f.flags & proto::flag_ack)) return true;  // an inject: no answer
       return answer<Lock>(c, proto::op::ack, f.msg_id, req, c.rx_err, nullptr, 0);
     }
@@ -408,8 +411,10 @@ bool endpoint::on_rma_done(conn& c) noexcept {
                   describe(c.peer).c_str(), static_cast<unsigned long long>(f.iov[0].key),
                   static_cast<unsigned long long>(f.iov[0].addr),
                   static_cast<unsigned long long>(f.iov[0].len), fi_strerror(err));
-      else
+      else {
         remote_event<Lock>(FI_RMA | FI_REMOTE_READ, 0, 0, c.addr, f.rma_len);
+        mrs.count_remote(f.iov_count, [&](size_t i) { return f.iov[i].key; }, FI_REMOTE_READ);
+      }
       // Answered straight from the registered memory, without a copy.
       return answer<Lock>(c, proto::op::rma_read_resp, f.msg_id, req, err, src, n);
     }
@@ -449,9 +454,12 @@ bool endpoint::on_rma_done(conn& c) noexcept {
       }
       // fi_endpoint(3) counts by family: base atomics are remote writes,
       // fetch and compare atomics (a fetch-add included) remote reads.
-      if (!err)
+      if (!err) {
         remote_event<Lock>(FI_ATOMIC | (fetches ? FI_REMOTE_READ : FI_REMOTE_WRITE), f.flags,
                            f.cq_data, c.addr, bytes);
+        mrs.count_remote(f.iov_count, [&](size_t i) { return f.iov[i].key; },
+                         util::region_events(kind, f.atomic_op));
+      }
       if (!fetches) {
         if (!(f.flags & proto::flag_ack)) return true;
         return answer<Lock>(c, proto::op::ack, f.msg_id, req, err, nullptr, 0);
