@@ -5,6 +5,7 @@
 // over a real connection, closes first (leaving its side of the connection
 // in TIME_WAIT on that port) and exits; the next round's server must bind
 // the port at once.
+#include "ports.hpp"
 #include "provider_param.hpp"
 
 #include <rdma/fi_cm.h>
@@ -20,19 +21,6 @@ namespace conformance {
 namespace {
 
 constexpr int rounds = 20;
-
-// A TCP port nothing listens on now.
-uint16_t free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
 
 // The objects of one process, opened from one fi_info.
 struct stack {

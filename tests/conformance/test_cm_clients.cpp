@@ -5,6 +5,7 @@
 // data at and past FI_OPT_CM_DATA_SIZE, a reject-then-accept loop over every
 // private-data size between two processes, and many endpoints connecting at
 // once. Each side blocks in fi_eq_sread, as such programs do.
+#include "ports.hpp"
 #include "provider_param.hpp"
 
 #include <rdma/fi_cm.h>
@@ -21,27 +22,6 @@
 
 namespace conformance {
 namespace {
-
-// A TCP port nothing listens on now (bound and released).
-uint16_t free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
-
-sockaddr_in loopback(uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  return a;
-}
 
 // Objects of one side, closed in reverse order.
 struct objs {

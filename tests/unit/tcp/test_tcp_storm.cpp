@@ -19,6 +19,7 @@
 // ever reached us) and connects to us while our connection to its previous
 // life still looks established. It must be served, whichever side of the
 // simultaneous-connect tie-break we are on.
+#include "../core/log_capture.hpp"
 #include "core/log.hpp"
 #include "prov/tcp/tcp.hpp"
 #include "tcp_fixture.hpp"
@@ -68,38 +69,6 @@ class private_netns {
   std::string why_;
 };
 
-// What the library logs at FI_LOG_WARN while in scope, read back from a
-// file standing in for stderr.
-class log_capture {
- public:
-  log_capture() : level_(weft::core::log_level_max), file_(std::tmpfile()) {
-    std::fflush(stderr);
-    saved_ = ::dup(2);
-    if (file_ && saved_ >= 0) ::dup2(fileno(file_), 2);
-    weft::core::log_level_max = FI_LOG_WARN;
-  }
-  ~log_capture() {
-    weft::core::log_level_max = level_;
-    std::fflush(stderr);
-    if (saved_ >= 0) ::dup2(saved_, 2), ::close(saved_);
-    if (file_) std::fclose(file_);
-  }
-  std::string text() {
-    std::fflush(stderr);
-    std::string s;
-    if (!file_) return s;
-    char buf[4096];
-    ssize_t n;
-    off_t off = 0;
-    while ((n = ::pread(fileno(file_), buf, sizeof buf, off)) > 0) s.append(buf, n), off += n;
-    return s;
-  }
-
- private:
-  int level_;
-  std::FILE* file_;
-  int saved_ = -1;
-};
 
 sockaddr_in loopback(uint16_t port) {
   sockaddr_in sin{};
@@ -181,7 +150,7 @@ TEST_F(tcp_unreachable, every_send_fails_in_time_and_names_its_peer) {
   }
   for (target& t : targets) ASSERT_EQ(fi_av_insert(av, &t.addr, 1, &t.fi, 0, nullptr), 1);
 
-  log_capture log;
+  weft::test::log_capture log(FI_LOG_WARN);
   // The storm: several sends to each peer at once, tagged and not, before
   // any progress; they all wait on the one connection attempt per peer.
   constexpr int per_target = 8;
