@@ -211,7 +211,10 @@ void endpoint::complete_recv(rx_entry& e, void* buf, size_t len, const sockaddr_
     if (util::cntr* c = bound_.recv_cntr.get()) c->inc_err();
     return;
   }
-  if (cq && (!bound_.rx_selective || (e.flags & FI_COMPLETION) || last)) {
+  // A multi-receive buffer reports its release even when it asked for no
+  // completion; any other receive only with FI_COMPLETION.
+  if (cq && (!bound_.rx_selective || (e.flags & FI_COMPLETION) ||
+             (last && (e.flags & FI_MULTI_RECV)))) {
     util::cq_entry ce{};
     ce.op_context = e.context;
     ce.flags = flags;
