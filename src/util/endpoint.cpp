@@ -3,6 +3,7 @@
 #include "util/endpoint.hpp"
 
 #include "core/log.hpp"
+#include "util/fence.hpp"
 
 namespace weft::util {
 
@@ -106,17 +107,21 @@ int ep_bindings::check_enable(const fi_provider* prov, fi_ep_type type,
   return 0;
 }
 
-int ops_flags_control(int command, void* arg, uint64_t& tx_flags, uint64_t& rx_flags) noexcept {
+int ops_flags_control(const fi_provider* prov, int command, void* arg, uint64_t& tx_flags,
+                      uint64_t& rx_flags) noexcept {
   if (command != FI_GETOPSFLAG && command != FI_SETOPSFLAG) return 1;
   if (!arg) return to_fi(errc::inval);
   auto* flags = static_cast<uint64_t*>(arg);
   bool tx = *flags & FI_TRANSMIT, rx = *flags & FI_RECV;
   if (tx == rx) return to_fi(errc::inval);  // exactly one direction
   uint64_t& target = tx ? tx_flags : rx_flags;
-  if (command == FI_GETOPSFLAG)
+  if (command == FI_GETOPSFLAG) {
     *flags = target;
-  else
+  } else {
+    // Not a default either while fences are not implemented (util/fence.hpp).
+    if (fence_refused(prov, "FI_SETOPSFLAG", *flags)) return to_fi(errc::inval);
     target = *flags & ~static_cast<uint64_t>(FI_TRANSMIT | FI_RECV);
+  }
   return 0;
 }
 

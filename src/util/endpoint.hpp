@@ -59,8 +59,9 @@ struct ep_bindings {
 
 // fi_control(FI_GETOPSFLAG / FI_SETOPSFLAG): the default operation flags of
 // exactly one direction (FI_TRANSMIT or FI_RECV in *arg). 1 for any other
-// command, so the caller handles the rest.
-int ops_flags_control(int command, void* arg, uint64_t& tx_flags, uint64_t& rx_flags) noexcept;
+// command, so the caller handles the rest. FI_FENCE is refused (-FI_EINVAL).
+int ops_flags_control(const fi_provider* prov, int command, void* arg, uint64_t& tx_flags,
+                      uint64_t& rx_flags) noexcept;
 
 // Base of a provider endpoint class Self. Installs full ops tables (the
 // provider replaces the ones it implements) and default members.

@@ -129,6 +129,8 @@ void match_queue(matcher& m, const A& t, const A* h, uint64_t caps, A& out, cons
   m.at_most(h->size, t.size, name("size"));
   m.at_most(h->iov_limit, t.iov_limit, name("iov_limit"));
   if (h->caps) out.caps = result_caps(h->caps, t.caps) & t.caps;
+  // No provider implements fences (util/fence.hpp): not a default either.
+  m.subset(h->op_flags & FI_FENCE, 0, name("op_flags"), flag_set::op_flags);
   out.op_flags = h->op_flags;
   if (h->msg_order) out.msg_order = h->msg_order;
   if (h->comp_order) out.comp_order = h->comp_order;

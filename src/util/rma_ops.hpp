@@ -11,7 +11,8 @@
 //   uint64_t Ep::tx_op_flags() const noexcept;
 //   size_t Ep::atomic_max_bytes() const noexcept;   // per operation, for *valid
 //
-// check_rma / check_atomic apply fi_rma(3)'s and fi_atomic(3)'s rules to a
+// check_rma / check_atomic apply fi_rma(3)'s and fi_atomic(3)'s rules (and
+// refuse FI_FENCE, util/fence.hpp) to a
 // request against the provider's limits (logged, -FI_E* out), so providers
 // validate identically.
 #pragma once
@@ -28,7 +29,8 @@ namespace weft::util {
 // (fi_rma(3): "No completion event is generated"). A provider-specific bit.
 inline constexpr uint64_t op_no_completion = 1ULL << 63;
 
-// Flags an *msg call may carry.
+// Flags an *msg call may carry. FI_FENCE passes this filter only to be
+// refused with -FI_EINVAL by check_rma / check_atomic (util/fence.hpp).
 inline constexpr uint64_t rma_msg_flags = FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_MORE | FI_INJECT |
                                           FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
                                           FI_DELIVERY_COMPLETE | FI_FENCE | FI_RMA | FI_ATOMIC |

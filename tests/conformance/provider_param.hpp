@@ -84,10 +84,14 @@ inline fi_info* hints_for(const config& c, uint64_t caps = FI_MSG) {
 }
 
 // Whether the provider addresses peers by IP (node/service tests need it).
+// Every configuration answers these plain hints: one that does not is a
+// failure, not a provider that does not use IP (a skip).
 inline bool ip_provider(const config& c) {
   fi_info* hints = hints_for(c);
   fi_info* info = nullptr;
-  bool ip = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info) == 0 &&
+  int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+  if (rc) ADD_FAILURE() << c.name() << ": fi_getinfo answered " << fi_strerror(-rc);
+  bool ip = rc == 0 &&
             (info->addr_format == FI_SOCKADDR_IN || info->addr_format == FI_SOCKADDR_IN6 ||
              info->addr_format == FI_SOCKADDR);
   fi_freeinfo(info);

@@ -331,6 +331,40 @@ TEST_P(cm, writedata_reports_data_and_length_at_the_target) {
   }
 }
 
+// FI_FENCE is refused on a connected endpoint too (test_fence.cpp has the
+// connectionless ones): nothing moves, and the connection still carries data.
+TEST_P(cm, fenced_transfers_are_refused) {
+  connect();
+  traffic up = client_to_server();
+  char in[8] = {}, target[8] = {}, out[8] = "fenced";
+  fi_context rctx, sctx;
+  ASSERT_EQ(fi_recv(server.ep, in, sizeof in, nullptr, 0, &rctx), 0);
+  iovec iov{out, 7};
+  fi_msg m{&iov, nullptr, 1, 0, &sctx, 0};
+  EXPECT_EQ(fi_sendmsg(client.ep, &m, FI_FENCE), -FI_EINVAL);
+  fi_msg_tagged tm{&iov, nullptr, 1, 0, 3, 0, &sctx, 0};
+  EXPECT_EQ(fi_tsendmsg(client.ep, &tm, FI_FENCE), -FI_EINVAL);
+  fid_mr* mr = nullptr;
+  ASSERT_EQ(fi_mr_reg(server.dom, target, sizeof target, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 0,
+                      0, &mr, nullptr),
+            0);
+  const uint64_t base =
+      (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(target) : 0;
+  fi_rma_iov riov{base, 7, fi_mr_key(mr)};
+  fi_msg_rma rm{&iov, nullptr, 1, 0, &riov, 1, &sctx, 0};
+  EXPECT_EQ(fi_writemsg(client.ep, &rm, FI_FENCE), -FI_EINVAL);
+  EXPECT_EQ(fi_readmsg(client.ep, &rm, FI_FENCE), -FI_EINVAL);
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (std::chrono::steady_clock::now() < until) up.poll();
+  EXPECT_TRUE(up.seen.empty());
+  EXPECT_EQ(in[0], 0);
+  EXPECT_EQ(target[0], 0);
+  ASSERT_EQ(fi_sendmsg(client.ep, &m, 0), 0);
+  EXPECT_TRUE(up.wait(&rctx).has_value());
+  EXPECT_STREQ(in, "fenced");
+  EXPECT_EQ(fi_close(&mr->fid), 0);
+}
+
 TEST_P(cm, data_before_connecting_is_refused) {
   open_ep(client, info);
   EXPECT_EQ(fi_send(client.ep, "x", 1, nullptr, 0, nullptr), -FI_EOPBADSTATE);

@@ -4,6 +4,9 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
+#include <string>
+
 namespace conformance {
 namespace {
 
@@ -178,6 +181,10 @@ TEST_P(msg, cancel_a_receive) {
   EXPECT_EQ(fi_cancel(&ea->fid, &ctx), -FI_ENOENT);
 }
 
+// FI_SELECTIVE_COMPLETION on both directions: only operations carrying
+// FI_COMPLETION write a completion. Two sends (one silent) into two
+// receives (one silent): both messages land, and exactly the two operations
+// that asked report, the receive with its length.
 TEST_P(msg, selective_completion) {
   fid_cq* cq = open_cq();
   open_av();
@@ -192,9 +199,18 @@ TEST_P(msg, selective_completion) {
   ASSERT_EQ(fi_getname(&ep->fid, name, &len), 0);
   fi_addr_t self;
   ASSERT_EQ(fi_av_insert(av, name, 1, &self, 0, nullptr), 1);
-  char buf[8];
-  fi_context rctx, s1, s2;
-  ASSERT_EQ(fi_recv(ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  char quiet_buf[8] = {}, loud_buf[8] = {};
+  fi_context quiet_rx, loud_rx, s1, s2;
+  // The silent receive first, so on an ordered provider the silent send lands in it.
+  ASSERT_EQ(fi_recv(ep, quiet_buf, sizeof quiet_buf, nullptr, FI_ADDR_UNSPEC, &quiet_rx), 0);
+  iovec riov{loud_buf, sizeof loud_buf};
+  fi_msg rm{};
+  rm.msg_iov = &riov;
+  rm.iov_count = 1;
+  rm.addr = FI_ADDR_UNSPEC;
+  rm.context = &loud_rx;
+  ASSERT_EQ(fi_recvmsg(ep, nullptr, 0), -FI_EINVAL);
+  ASSERT_EQ(fi_recvmsg(ep, &rm, FI_COMPLETION), 0);
   ASSERT_EQ(fi_send(ep, "a", 1, nullptr, self, &s1), 0);  // no FI_COMPLETION: silent
   iovec iov{const_cast<char*>("b"), 1};
   fi_msg m{};
@@ -202,18 +218,33 @@ TEST_P(msg, selective_completion) {
   m.iov_count = 1;
   m.addr = self;
   m.context = &s2;
-  ASSERT_EQ(fi_recvmsg(ep, nullptr, 0), -FI_EINVAL);
   ASSERT_EQ(fi_sendmsg(ep, &m, FI_COMPLETION), 0);
-  std::vector<void*> seen;
+  std::vector<fi_cq_data_entry> seen;
   fi_cq_data_entry e;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  auto count = [&](void* c) { return std::count(seen.begin(), seen.end(), c); };
-  while (std::chrono::steady_clock::now() < deadline && !(count(&s2) && count(&rctx)))
-    if (fi_cq_read(cq, &e, 1) == 1) seen.push_back(e.op_context);
+  auto count = [&](void* c) {
+    return std::count_if(seen.begin(), seen.end(),
+                         [c](const fi_cq_data_entry& x) { return x.op_context == c; });
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline && !(count(&s2) && count(&loud_rx)))
+    if (fi_cq_read(cq, &e, 1) == 1) seen.push_back(e);
   for (int i = 0; i < 1000; ++i)  // anything else would be queued by now
-    if (fi_cq_read(cq, &e, 1) == 1) seen.push_back(e.op_context);
-  EXPECT_EQ(std::count(seen.begin(), seen.end(), &s1), 0);
-  EXPECT_EQ(std::count(seen.begin(), seen.end(), &s2), 1);
+    if (fi_cq_read(cq, &e, 1) == 1) seen.push_back(e);
+  EXPECT_EQ(count(&s1), 0);
+  EXPECT_EQ(count(&quiet_rx), 0);
+  ASSERT_EQ(count(&s2), 1);
+  ASSERT_EQ(count(&loud_rx), 1) << "the receive posted with FI_COMPLETION never completed";
+  EXPECT_EQ(seen.size(), 2u);
+  for (const fi_cq_data_entry& x : seen)
+    if (x.op_context == &loud_rx) {
+      EXPECT_TRUE(x.flags & FI_RECV);
+      EXPECT_EQ(x.len, 1u);
+    }
+  // Both messages landed, one in each buffer (in either order: datagrams
+  // may be reordered).
+  std::string got{quiet_buf[0], loud_buf[0]};
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, "ab");
 }
 
 TEST_P(msg, data_path_before_enable_is_opbadstate) {

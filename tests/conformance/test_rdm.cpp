@@ -157,7 +157,8 @@ TEST_P(rdm, large_scatter_and_gather) {
 
 TEST_P(rdm, large_truncation) {
   const size_t size = 1 << 20, room = 100000;
-  if (size > info->ep_attr->max_msg_size) GTEST_SKIP();
+  if (size > info->ep_attr->max_msg_size)
+    GTEST_SKIP() << size << " bytes exceed max_msg_size " << info->ep_attr->max_msg_size;
   std::vector<char> out(size), in(room + 8, 0);
   fill(out, 9);
   fi_context rctx, sctx;
@@ -175,7 +176,8 @@ TEST_P(rdm, large_truncation) {
 
 TEST_P(rdm, large_unexpected_discarded) {
   const size_t size = 1 << 20;
-  if (size > info->ep_attr->max_msg_size) GTEST_SKIP();
+  if (size > info->ep_attr->max_msg_size)
+    GTEST_SKIP() << size << " bytes exceed max_msg_size " << info->ep_attr->max_msg_size;
   std::vector<char> out(size);
   fill(out, 3);
   fi_context sctx, pctx;
@@ -194,7 +196,8 @@ TEST_P(rdm, large_unexpected_discarded) {
 TEST_P(rdm, many_in_flight) {
   // More large sends than fit at once in a ring, all unexpected at first.
   const size_t size = 20000, n = 64;
-  if (size > info->ep_attr->max_msg_size) GTEST_SKIP();
+  if (size > info->ep_attr->max_msg_size)
+    GTEST_SKIP() << size << " bytes exceed max_msg_size " << info->ep_attr->max_msg_size;
   std::vector<std::vector<char>> out(n, std::vector<char>(size)), in(n, std::vector<char>(size));
   std::vector<fi_context> sctx(n), rctx(n);
   size_t sent = 0;
@@ -427,7 +430,8 @@ TEST_P(rdm, peer_that_may_read_but_not_write) {
 // later. (Over a socket, manual progress needs the sender to push the bytes.)
 TEST_P(rdm, large_messages_from_a_sender_that_does_not_poll) {
   const size_t size = (1 << 20) + 5;
-  if (size > info->ep_attr->max_msg_size) GTEST_SKIP();
+  if (size > info->ep_attr->max_msg_size)
+    GTEST_SKIP() << size << " bytes exceed max_msg_size " << info->ep_attr->max_msg_size;
   if (std::string(GetParam().prov) != "shm") GTEST_SKIP() << "single copy only";
   if (const char* sc = getenv("FI_SHM_SINGLE_COPY"); sc && std::string(sc) == "0")
     GTEST_SKIP() << "bounce segments need the sender";
@@ -587,7 +591,8 @@ TEST_P(rdm, bursts_after_pauses_arrive) {
 // error, the sender does not hang.
 TEST_P(rdm, killed_receiver_fails_the_send) {
   const size_t size = 4 << 20;
-  if (size > info->ep_attr->max_msg_size) GTEST_SKIP();
+  if (size > info->ep_attr->max_msg_size)
+    GTEST_SKIP() << size << " bytes exceed max_msg_size " << info->ep_attr->max_msg_size;
   // Under automatic progress the receiver's thread takes the whole message
   // (unexpected) before it is killed: the send rightly succeeds.
   if (GetParam().progress == FI_PROGRESS_AUTO) GTEST_SKIP() << "the peer progresses by itself";
@@ -625,7 +630,8 @@ TEST_P(rdm, killed_sender_fails_the_receive) {
                     "posted afterwards has nothing to fail on (a receive matched to a message "
                     "cut short does fail: tests/unit/tcp/test_tcp_hostile.cpp)";
   const size_t size = 1 << 20;
-  if (size > info->ep_attr->max_msg_size) GTEST_SKIP();
+  if (size > info->ep_attr->max_msg_size)
+    GTEST_SKIP() << size << " bytes exceed max_msg_size " << info->ep_attr->max_msg_size;
   fi_addr_t child;
   pid_t pid = spawn(*this, a, av, GetParam(), &child, [](child_peer& c) -> int {
     std::vector<char> out(1 << 20, 'k');
@@ -650,7 +656,8 @@ TEST_P(rdm, threads_share_an_endpoint) {
   if (GetParam().threading != FI_THREAD_SAFE) GTEST_SKIP() << "FI_THREAD_SAFE only";
   constexpr int nthreads = 3, per = 1000;
   constexpr size_t big = 20000, small = 16;
-  if (big > info->ep_attr->max_msg_size) GTEST_SKIP();
+  if (big > info->ep_attr->max_msg_size)
+    GTEST_SKIP() << big << " bytes exceed max_msg_size " << info->ep_attr->max_msg_size;
   fid_cq* scq = open_cq(FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 1024);
   fid_cq* rcq = open_cq(FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 1024);
   // A sender and a receiver, each with its own CQ.

@@ -8,7 +8,7 @@
 // outstanding: they fail, promptly, and nothing hangs. The processes are
 // forked before anything of libfabric is open in the test process. Providers
 // without FI_RMA / FI_ATOMIC skip.
-#include "provider_param.hpp"
+#include "provider_caps.hpp"
 
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
@@ -373,7 +373,7 @@ class rma_procs : public testing::TestWithParam<config> {
     int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
     fi_freeinfo(hints);
     fi_freeinfo(info);
-    if (rc == -FI_ENODATA) GTEST_SKIP() << "provider lacks FI_RMA or FI_ATOMIC";
+    if (rc == -FI_ENODATA) SKIP_OR_FAIL_LACKING(rma_caps, nullptr);
     ASSERT_EQ(rc, 0);
   }
 };

@@ -7,8 +7,8 @@
 // source (FI_SOURCE) is the sender's fi_addr. Also: read-only AVs refuse
 // changes, one writer at a time, and a killed writer's file does not block a
 // new one. Processes are forked before anything of libfabric is open here.
-// Providers without FI_SHARED_AV skip.
-#include "provider_param.hpp"
+// Only providers whose table (provider_caps.hpp) lacks FI_SHARED_AV skip.
+#include "provider_caps.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -23,6 +23,7 @@
 namespace conformance {
 namespace {
 
+constexpr uint64_t shared_av_caps = FI_MSG | FI_SOURCE | FI_SHARED_AV;
 constexpr int children = 3;
 constexpr int procs = children + 1;
 
@@ -38,7 +39,7 @@ struct node {
 
   // 0, 1 (the provider lacks FI_SHARED_AV), or a negative error.
   int open(const config& c) {
-    fi_info* hints = hints_for(c, FI_MSG | FI_SOURCE | FI_SHARED_AV);
+    fi_info* hints = hints_for(c, shared_av_caps);
     int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
     fi_freeinfo(hints);
     if (rc == -FI_ENODATA) return 1;
@@ -214,7 +215,7 @@ TEST_P(shared_av, processes_share_fi_addrs) {
   } guard{down, pids, up};
   node n;
   int rc = n.open(c);
-  if (rc == 1) GTEST_SKIP() << "provider lacks FI_SHARED_AV";
+  if (rc == 1) SKIP_OR_FAIL_LACKING(shared_av_caps, nullptr);
   ASSERT_EQ(rc, 0);
   fi_av_attr attr{};
   attr.name = name.c_str();
@@ -267,7 +268,7 @@ TEST_P(shared_av, a_killed_writers_file_is_replaced) {
   ::close(up[1]);
   node n;
   int rc = n.open(c);
-  if (rc == 1) GTEST_SKIP() << "provider lacks FI_SHARED_AV";
+  if (rc == 1) SKIP_OR_FAIL_LACKING(shared_av_caps, nullptr);
   ASSERT_TRUE(got && ok) << "the child could not create the AV";
   ASSERT_EQ(rc, 0);
   // A reader still finds the dead writer's AV; a writer replaces it.

@@ -8,6 +8,7 @@
 // receiver has pulled it (op_ack) or consumed its last bounce chunk.
 #include "core/log.hpp"
 #include "prov/shm/shm.hpp"
+#include "util/fence.hpp"
 #include "util/iov.hpp"
 
 #include <rdma/fi_tagged.h>
@@ -21,8 +22,8 @@ namespace {
 // Operation flags a send may carry; anything else is refused.
 constexpr uint64_t send_op_flags = FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_MORE | FI_INJECT |
                                    FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
-                                   FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE | FI_FENCE |
-                                   FI_TRANSMIT | FI_MSG | FI_SEND;
+                                   FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE | FI_TRANSMIT |
+                                   FI_MSG | FI_SEND;
 
 // The fi_ops_msg and fi_ops_tagged slots of one lock policy.
 template <class Lock>
@@ -51,7 +52,7 @@ struct data_ops {
     return ep(e)->send<Lock>(iov, count, dest, ctx, ep(e)->tx_op_flags(), 0, 0);
   }
   static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
-    if (!m) return to_fi(errc::inval);
+    if (!m || util::fence_refused(&provider(), "fi_sendmsg", flags)) return to_fi(errc::inval);
     if (flags & ~send_op_flags) return to_fi(errc::badflags);
     return ep(e)->send<Lock>(m->msg_iov, m->iov_count, m->addr, m->context, flags & ~FI_MSG, 0,
                              m->data);
@@ -94,7 +95,7 @@ struct data_ops {
     return ep(e)->send<Lock>(iov, count, dest, ctx, ep(e)->tx_op_flags() | FI_TAGGED, tag, 0);
   }
   static ssize_t tsendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
-    if (!m) return to_fi(errc::inval);
+    if (!m || util::fence_refused(&provider(), "fi_tsendmsg", flags)) return to_fi(errc::inval);
     if (flags & ~(send_op_flags | FI_TAGGED)) return to_fi(errc::badflags);
     return ep(e)->send<Lock>(m->msg_iov, m->iov_count, m->addr, m->context,
                              (flags & ~FI_MSG) | FI_TAGGED, m->tag, m->data);

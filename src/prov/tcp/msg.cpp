@@ -3,6 +3,7 @@
 // tables, sends (one frame each: header and payload in one sendmsg when the
 // socket takes them), and the completions of sends and receives, held back
 // in order while the CQ is full. The receiving side is recv.cpp.
+#include "util/fence.hpp"
 #include "util/iov.hpp"
 #include "core/log.hpp"
 #include "prov/tcp/tcp.hpp"
@@ -58,7 +59,7 @@ struct data_ops {
     return tx(e, iov, count, dest, ctx, txf(e), 0, 0);
   }
   static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
-    if (!m) return to_fi(errc::inval);
+    if (!m || util::fence_refused(&provider(), "fi_sendmsg", flags)) return to_fi(errc::inval);
     return tx(e, m->msg_iov, m->iov_count, m->addr, m->context, flags & ~uint64_t{FI_TAGGED}, 0,
               m->data);
   }
@@ -102,7 +103,7 @@ struct data_ops {
     return tx(e, iov, count, dest, ctx, txf(e) | FI_TAGGED, tag, 0);
   }
   static ssize_t tsendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
-    if (!m) return to_fi(errc::inval);
+    if (!m || util::fence_refused(&provider(), "fi_tsendmsg", flags)) return to_fi(errc::inval);
     return tx(e, m->msg_iov, m->iov_count, m->addr, m->context, flags | FI_TAGGED, m->tag,
               m->data);
   }

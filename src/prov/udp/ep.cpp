@@ -128,7 +128,7 @@ int endpoint::control(int command, void* arg) {
   switch (command) {
     case FI_ENABLE: return enable();
     default: {
-      int ret = util::ops_flags_control(command, arg, tx_op_flags_, rx_op_flags_);
+      int ret = util::ops_flags_control(&provider(), command, arg, tx_op_flags_, rx_op_flags_);
       return ret == 1 ? to_fi(errc::nosys) : ret;
     }
   }

@@ -5,6 +5,7 @@
 #include "core/log.hpp"
 #include "prov/udp/udp.hpp"
 #include "util/av.hpp"
+#include "util/fence.hpp"
 #include "util/net.hpp"
 
 #include <cerrno>
@@ -78,7 +79,7 @@ struct msg_ops {
     return ep(e)->send<Lock>(iov, count, dest, ctx, ep(e)->tx_op_flags());
   }
   static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
-    if (!m) return to_fi(errc::inval);
+    if (!m || util::fence_refused(&provider(), "fi_sendmsg", flags)) return to_fi(errc::inval);
     if (flags & FI_REMOTE_CQ_DATA) return to_fi(errc::nosys);  // cq_data_size is 0
     return ep(e)->send<Lock>(m->msg_iov, m->iov_count, m->addr, m->context, flags);
   }
@@ -211,7 +212,10 @@ void endpoint::complete_recv(rx_entry& e, void* buf, size_t len, const sockaddr_
     if (util::cntr* c = bound_.recv_cntr.get()) c->inc_err();
     return;
   }
-  if (cq && (!bound_.rx_selective || (e.flags & FI_COMPLETION) || last)) {
+  // A multi-receive buffer reports its release even when it asked for no
+  // completion; any other receive only with FI_COMPLETION.
+  if (cq && (!bound_.rx_selective || (e.flags & FI_COMPLETION) ||
+             (last && (e.flags & FI_MULTI_RECV)))) {
     util::cq_entry ce{};
     ce.op_context = e.context;
     ce.flags = flags;

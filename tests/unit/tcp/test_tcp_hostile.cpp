@@ -72,7 +72,10 @@ TEST_F(hostile, unexpected_message_cut_short_is_dropped) {
   still_works();
 }
 
-TEST_F(hostile, payload_above_max_msg_size_closes_without_allocating) {
+// The header alone is refused: the connection closes before any payload byte
+// is sent: the size is judged from the header, not found out while reading
+// a payload. (Whether anything was allocated is not observed here.)
+TEST_F(hostile, payload_above_max_msg_size_closes_on_the_header_alone) {
   raw_peer p(name);
   p.hello();
   frame m{};
