@@ -161,19 +161,22 @@ def _read(path):
         return f.read()
 
 
-def _children(pid):
-    try:
-        return [int(c) for c in _read(f"/proc/{pid}/task/{pid}/children").split()]
-    except OSError:
-        return []
-
-
 def _tree(pid):
+    """`pid` and its descendants, from every process's parent in /proc
+    (a thread's /proc children list misses a child forked by another)."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(_read(f"/proc/{d}/stat").rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
     pids, todo = [], [pid]
     while todo:
         p = todo.pop()
         pids.append(p)
-        todo += _children(p)
+        todo += kids.get(p, [])
     return pids
 
 
@@ -217,7 +220,7 @@ def _moved(conn):
 def probe(procs, namespaces, deadline=10.0, enough=1 << 16, oob_port=None):
     """Samples live processes (Popen objects) until a sample shows one of
     their TCP connections carrying data (`enough` bytes: the benchmark's own
-    connection, not a tool's out-of-band one), or they end: ss blocks and
+    connection, not a tool's out-of-band one) at both ends, or they end: ss blocks and
     whether each process maps the same-host stream. A process with a mapped
     stream counts whenever it was seen."""
     end = time.monotonic() + deadline
@@ -234,7 +237,7 @@ def probe(procs, namespaces, deadline=10.0, enough=1 << 16, oob_port=None):
                 mapped[q] = mapped.get(q, False) or m
         if len(conns) >= len(best[0]):
             best = (conns, dict(mapped))
-        if any(_moved(c) >= enough for c in conns):
+        if sum(_moved(c) >= enough for c in conns) >= 2:  # both ends of a busy connection
             return conns, dict(mapped)
         time.sleep(0.02)
     return best[0], dict(mapped)
