@@ -90,7 +90,7 @@ def run(exe, libdir, args, op, windows=None, probe=None, extra_env=None):
     try:
         probed = probe([proc]) if probe else None
         out, err = proc.communicate(timeout=args.timeout)
-    except subprocess.TimeoutExpired:
+    except BaseException:  # a timeout, or the script stopped (a signal)
         proc.kill()
         proc.wait()
         raise

@@ -101,18 +101,19 @@ def run_pair(binary, libdir, args, size, cores, check=False, iters=None, probe=N
         link_before = hosts.link_bytes()
     server = subprocess.Popen(server_cmd, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
-    time.sleep(0.4)
+    client_proc = None
     try:
+        time.sleep(0.4)
         client_proc = subprocess.Popen(client_cmd, env=env, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True)
         probed = probe([server, client_proc], port) if probe else None
         out, err = client_proc.communicate(timeout=args.timeout)
         client = subprocess.CompletedProcess(client_cmd, client_proc.returncode, out, err)
-    except subprocess.TimeoutExpired:
-        client_proc.kill()
-        client_proc.wait()
-        server.kill()  # do not leave a busy-polling server behind
-        server.wait()
+    except BaseException:  # a timeout, or the script stopped (a signal): no busy-polling leftovers
+        for proc in (client_proc, server):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
         raise
     try:
         server_out, _ = server.communicate(timeout=args.timeout)
