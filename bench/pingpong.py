@@ -81,7 +81,7 @@ def run_pair(binary, libdir, args, size, cores, check=False, iters=None, probe=N
     other, and the payload must have crossed the veth. `probe(procs)` is
     called while the run is live (bench/netpath.py's evidence)."""
     env = dict(os.environ, LD_LIBRARY_PATH=libdir, **(extra_env or {}))
-    hosts = args.hosts
+    hosts = getattr(args, "hosts", None)  # demo.py's args have no path options
     port = free_port() if not hosts else next(NETNS_PORTS)  # the namespaces are ours alone
     # Checking is byte by byte: a few hundred checked iterations per size
     # prove the data path; more only takes minutes at 4 MiB.
