@@ -32,9 +32,14 @@
  * completion error, a message that is missing, repeated or wrong, or a
  * side that dies or hangs (300 s) makes it exit 1 with a message on stderr
  * and print no rate.
- * Usage: msgrate [-p provider] [-a node] [-s size] [-w window] [-n windows]
+ * Usage: msgrate [-p provider] [-a node] [-A client node] [-N client netns]
+ *                [-s size] [-w window] [-n windows]
  *                [-W warm-up windows] [-c server-core,client-core] [-i] [-l]
- *   -a node: passed to fi_getinfo with FI_SOURCE, e.g. 127.0.0.1 for tcp */
+ *   -a node: passed to fi_getinfo with FI_SOURCE, e.g. 127.0.0.1 for tcp
+ *   -A node: the client's (default: -a's)
+ *   -N name: the client enters the network namespace /var/run/netns/<name>
+ *            (setns) before it opens its endpoint: two "hosts" on one
+ *            machine (bench/netpath.py); the server stays where it started */
 #define _GNU_SOURCE
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -44,9 +49,11 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include <fcntl.h>
 #include <getopt.h>
 #include <sched.h>
 #include <signal.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +66,7 @@
 enum { data_tag = 1, ack_tag = 2, max_window = 4096 };
 
 struct opts {
-  const char *prov, *node;
+  const char *prov, *node, *client_node, *client_netns;
   size_t size;
   int window, windows, warm, server_core, client_core, inject, latency;
 };
@@ -99,7 +106,22 @@ static void pin(int cpu) {
   if (sched_setaffinity(0, sizeof set, &set)) perror("sched_setaffinity");
 }
 
+/* The client's "host": another network namespace, entered before any
+ * socket is opened. */
+static void enter_netns(const char *name) {
+  char path[256];
+  snprintf(path, sizeof path, "/var/run/netns/%s", name);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET)) {
+    fprintf(stderr, "msgrate client: cannot enter %s: %s\n", path, strerror(errno));
+    exit(1);
+  }
+  close(fd);
+}
+
 static void open_side(const struct opts *o, struct side *s) {
+  const char *node = o->node;
+  if (strcmp(s->who, "client") == 0 && o->client_node) node = o->client_node;
   struct fi_info *hints = fi_allocinfo();
   hints->caps = FI_TAGGED;
   hints->ep_attr->type = FI_EP_RDM;
@@ -107,7 +129,7 @@ static void open_side(const struct opts *o, struct side *s) {
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
   hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   hints->fabric_attr->prov_name = strdup(o->prov);
-  CHECK(s, fi_getinfo(FI_VERSION(1, 17), o->node, NULL, o->node ? FI_SOURCE : 0, hints, &s->info));
+  CHECK(s, fi_getinfo(FI_VERSION(1, 17), node, NULL, node ? FI_SOURCE : 0, hints, &s->info));
   fi_freeinfo(hints);
   /* The first answer is what an application asking for this provider gets
    * (on Debian's library "tcp" for FI_EP_RDM is "tcp;ofi_rxm"). */
@@ -323,7 +345,8 @@ static int client(const struct opts *o, int out, int in) {
   long msgs = (long)o->windows * o->window;
   close_side(&s); /* the rate is printed only after a clean close */
   printf("msgrate %s (%s): %ld messages of %zu bytes, window %d, %s: %.0f msg/s\n",
-         s.info->fabric_attr->prov_name, o->node ? o->node : "-", msgs, o->size, o->window,
+         s.info->fabric_attr->prov_name,
+         o->client_node ? o->client_node : o->node ? o->node : "-", msgs, o->size, o->window,
          o->inject ? "fi_tinject" : "fi_tsend", msgs / secs);
   fflush(stdout);
   fi_freeinfo(s.info);
@@ -405,10 +428,12 @@ int main(int argc, char **argv) {
   struct opts o = {.prov = "shm", .size = 8, .window = 64, .windows = 20000, .warm = 2000,
                    .server_core = 0, .client_core = 1};
   int opt;
-  while ((opt = getopt(argc, argv, "p:a:s:w:n:W:c:il")) != -1) {
+  while ((opt = getopt(argc, argv, "p:a:A:N:s:w:n:W:c:il")) != -1) {
     switch (opt) {
       case 'p': o.prov = optarg; break;
       case 'a': o.node = optarg; break;
+      case 'A': o.client_node = optarg; break;
+      case 'N': o.client_netns = optarg; break;
       case 's': o.size = strtoul(optarg, NULL, 0); break;
       case 'w': o.window = atoi(optarg); break;
       case 'n': o.windows = atoi(optarg); break;
@@ -445,6 +470,7 @@ int main(int argc, char **argv) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     close(to_client[1]);
     close(to_server[0]);
+    if (o.client_netns) enter_netns(o.client_netns);
     _exit(o.latency ? ping_side(&o, to_server[1], to_client[0], 1)
                     : client(&o, to_server[1], to_client[0]));
   }

@@ -24,6 +24,14 @@ fails, or a weft folder without its own libfabric.so.1, ends the script
 with status 1 and no number. Each pair's order alternates (weft first in
 odd repetitions); env.txt in the results folder records how the run was
 produced (bench/record.py).
+
+tcp: --two-hosts puts the server in one network namespace and the client
+(msgrate -N) in another, joined by a veth pair (bench/netpath.py; root),
+where none of weft's same-host paths apply; over loopback (the default)
+FI_TCP_LOCAL_CC does. Every run's payload must cross the veth; a probed run
+per library (ss, the same-host stream's mapping, weft's FI_LOG_LEVEL=info
+log) goes to evidence.txt, and results.md and env.txt say which path the
+run measured.
 """
 import argparse
 import datetime
@@ -34,6 +42,7 @@ import statistics
 import subprocess
 import sys
 
+import netpath
 from pingpong import LATENCY_FLOORS, build_floor, run_floor
 from record import Record, pair_order, require_libraries, run_main
 
@@ -58,21 +67,84 @@ def run_layouts(exe, argv):
     return rows
 
 
-def run(exe, libdir, args, op):
-    env = dict(os.environ, LD_LIBRARY_PATH=libdir)
+def run(exe, libdir, args, op, windows=None, probe=None, extra_env=None):
+    """One run: (provider, rate or µs); with `probe`, also what it saw and
+    the program's output."""
+    env = dict(os.environ, LD_LIBRARY_PATH=libdir, **(extra_env or {}))
+    windows = windows or args.windows
     cmd = [exe, "-p", args.provider, "-s", str(args.size), "-w", str(args.window),
-           "-n", str(args.windows), "-W", str(args.warm), "-c", args.cores]
+           "-n", str(windows), "-W", str(args.warm), "-c", args.cores]
     if args.node:
         cmd += ["-a", args.node]
+    hosts = args.hosts
+    if hosts:
+        cmd += ["-A", hosts.client_addr, "-N", hosts.client_ns]
+        cmd = hosts.server(cmd)
+        link_before = hosts.link_bytes()
     if op == "tinject":
         cmd.append("-i")
     if op == "latency":
         cmd.append("-l")
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-    m = (LAT_LINE if op == "latency" else LINE).search(r.stdout)
-    if r.returncode != 0 or not m:
-        raise RuntimeError(f"msgrate failed on {libdir} ({' '.join(cmd)}):\n{r.stdout}{r.stderr}")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        probed = probe([proc]) if probe else None
+        out, err = proc.communicate(timeout=args.timeout)
+    except BaseException:  # a timeout, or the script stopped (a signal)
+        proc.kill()
+        proc.wait()
+        raise
+    m = (LAT_LINE if op == "latency" else LINE).search(out)
+    if proc.returncode != 0 or not m:
+        raise RuntimeError(f"msgrate failed on {libdir} ({' '.join(cmd)}):\n{out}{err}")
+    if hosts:
+        # Every message (warm-up included) crosses the link once, a
+        # latency round trip twice; else the run took another path.
+        count = args.warm + windows
+        payload = count * 2 * args.size if op == "latency" else count * args.window * args.size
+        moved = hosts.link_bytes() - link_before
+        if moved < payload:
+            raise RuntimeError(f"two hosts: msgrate on {libdir} moved {payload} payload bytes "
+                               f"but the veth carried only {moved}: not the two-host path")
+        args.link_log.append(f"{args.lib_names.get(libdir, libdir)} {op} -n {windows}: "
+                             f"payload {payload} B, veth {moved} B")
+    if probe:
+        return m.group(1), float(m.group(2)), probed, out + err
     return m.group(1), float(m.group(2))
+
+
+def path_evidence(exe, args, libs, ops):
+    """A probed run per library (bench/netpath.py): ss of its connections,
+    the same-host stream's mapping, weft's FI_LOG_LEVEL=info log. Two hosts:
+    a mapped stream is an error."""
+    op = ops[0]
+    namespaces = [args.hosts.server_ns, args.hosts.client_ns] if args.hosts else [None]
+    windows = args.windows * (5 if op != "latency" else 1)
+    text = [f"# Which path the tcp runs took (RDM, msgrate)", "",
+            f"path: {netpath.describe_path(args.hosts, 'rdm')}", "",
+            f"A probed run per library: msgrate {op}, {windows} windows (round trips for "
+            "latency), sampled while live (bench/netpath.py). weft's run has "
+            "FI_LOG_LEVEL=info.", ""]
+    seen = {}
+    for name, libdir in libs.items():
+        extra = {"FI_LOG_LEVEL": "info"} if name == "weft" else {}
+        _, _, sample, log = run(exe, libdir, args, op, windows=windows,
+                                probe=lambda procs: netpath.probe(procs, namespaces, enough=4096),
+                                extra_env=extra)
+        seen[name] = sample
+        text.append(netpath.probe_text(f"{name} ({libdir})", sample,
+                                       log if name == "weft" else None))
+        if name == "weft":
+            text += ["weft's FI_LOG_LEVEL=info output, whole:", "```", log.rstrip(), "```", ""]
+    w = seen["weft"]
+    verdict = (f"weft: same-host stream {'MAPPED' if netpath.stream_mapped(w) else 'not mapped'}, "
+               f"congestion control seen {', '.join(netpath.ccs(w)) or 'none (no sample)'}; "
+               f"libfabric: {', '.join(netpath.ccs(seen['libfabric'])) or 'none (no sample)'}")
+    text.insert(4, f"verdict: {verdict}\n")
+    print(verdict, flush=True)
+    if args.hosts and any(netpath.stream_mapped(s) for s in seen.values()):
+        raise RuntimeError(f"two hosts, yet a process mapped the same-host stream: {verdict}")
+    return text
 
 
 def main():
@@ -91,10 +163,22 @@ def main():
     p.add_argument("--weft-lib", default=str(ROOT / "build" / "src"))
     p.add_argument("--system-lib", default="/usr/lib/x86_64-linux-gnu")
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    p.add_argument("--two-hosts", action="store_true",
+                   help="tcp: server and client in two network namespaces joined by a veth "
+                        "pair (root), where none of weft's same-host paths apply")
     args = p.parse_args()
     record = Record()
+    if args.two_hosts and args.provider != "tcp":
+        sys.exit("--two-hosts is for --provider tcp")
+    args.hosts = netpath.TwoHosts().up() if args.two_hosts else None
+    args.link_log = []
+    if args.hosts:
+        args.node = args.hosts.server_addr
     if args.node is None and args.provider != "shm":
         args.node = "127.0.0.1"
+    if args.provider == "tcp":
+        record.measured(netpath.describe_path(args.hosts, "rdm"))
+        print(f"path: {record.path}", flush=True)
     ops = args.ops.split(",")
     if not set(ops) <= {"tsend", "tinject", "latency"}:
         sys.exit("--ops takes tsend, tinject and/or latency")
@@ -111,8 +195,10 @@ def main():
                    check=True)
     try:
         libs = {"weft": args.weft_lib, "libfabric": args.system_lib}
+        args.lib_names = {d: n for n, d in libs.items()}
         loaded = require_libraries(exe, libs)
         record.libraries(loaded)
+        evidence = path_evidence(exe, args, libs, ops) if args.provider == "tcp" else None
         samples, provs, floor = {}, {}, []
         floor_exe = build_floor(LATENCY_FLOORS.get(args.provider)) if "latency" in ops else None
         # shm: also what the ring layout alone costs (bench/floors/shm_ring_pingpong.c)
@@ -123,7 +209,9 @@ def main():
         for rep in range(args.reps):
             if floor_exe:   # it moves with where the virtual CPUs land: sample every round
                 argv = [args.windows, cores[0], cores[1]] if args.provider == "shm" else [args.windows]
-                floor.append(run_floor(floor_exe, argv).get(args.size))
+                if args.hosts:
+                    argv += [65536, "busy", args.hosts.server_addr, args.hosts.client_ns]
+                floor.append(run_floor(floor_exe, argv, args.hosts).get(args.size))
             if layout_exe:
                 for name, value in run_layouts(layout_exe, [args.windows, cores[0], cores[1]]).items():
                     layouts.setdefault(name, []).append(value)
@@ -180,7 +268,10 @@ def main():
                 m = statistics.median(v)
                 rows.append(f"| {name} | {m:.3f} | {min(v):.3f}–{max(v):.3f} | {w / m:.2f} |")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = pathlib.Path(args.out) / f"{stamp}-{'msgrate' if rates else 'latency'}-{args.provider}"
+    tag = f"{'msgrate' if rates else 'latency'}-{args.provider}"
+    if args.provider == "tcp":
+        tag += "-two-hosts" if args.hosts else "-same-host"
+    out = pathlib.Path(args.out) / f"{stamp}-{tag}"
     out.mkdir(parents=True, exist_ok=True)
     what = (f"{args.size}-byte tagged messages in windows of {args.window}, {args.windows} timed "
             f"windows (after {args.warm} warm-up windows) per run" if rates else
@@ -194,12 +285,22 @@ def main():
         "binary (bench/msgrate.c, built against Debian's headers) on both libraries; every "
         "message's sequence number and payload checked.", "",
         f"- weft: `{loaded['weft']}` (provider {provs['weft']})",
-        f"- libfabric: `{loaded['libfabric']}` (provider {provs['libfabric']})"] + record.summary() + ["",
+        f"- libfabric: `{loaded['libfabric']}` (provider {provs['libfabric']})"] + record.summary()
+        + ([f"- path evidence (what `ss` saw of the connections, whether the same-host stream "
+            f"was mapped, weft's info log, bytes per run): `evidence.txt`; "
+            f"{evidence[4].strip()}"] if evidence else []) + ["",
         "Messages per second at the client, millions; ratio = weft / libfabric (above 1 is "
         "better). Latency (`latency`: msgrate -l, a ping-pong of single messages): one-way µs, "
         "the median of the repetitions; below 1 is better. Floor: bench/floors/, the size's "
         "line, median of the per-repetition samples.", ""] + rows)
     (out / "results.md").write_text(text + "\n")
+    if evidence is not None:
+        evidence += ["## Bytes each run moved" + (" across the veth (client's end, received + "
+                     "sent; at least the payload, or the run failed)" if args.hosts else
+                     " (loopback: not counted, the host's loopback carries others' traffic)"), ""]
+        evidence += [f"- {line}" for line in args.link_log]
+        (out / "evidence.txt").write_text("\n".join(evidence) + "\n")
+        record.notes.append("path evidence: evidence.txt")
     record.write(out)
     print(text)
     print(f"\nwritten to {out}")

@@ -9,8 +9,9 @@ weft's library when that is another one, each library file the runs loaded
 (path, size, modification time, SHA-256), every FI_* environment variable
 (and the loader's LD_LIBRARY_PATH / LD_PRELOAD), the full command line, the
 working directory, nproc, the CPU model, the kernel, the load average and
-the start and end dates, and the order in which the libraries ran in each
-interleaved pair. Two runs that differ in any FI_* variable differ in
+the start and end dates, the order in which the libraries ran in each
+interleaved pair, and for tcp which path the run measured (two hosts or the
+same host, with weft's FI_TCP_LOCAL_* settings: bench/netpath.py). Two runs that differ in any FI_* variable differ in
 env.txt (and in the "FI_*" line of results.md, from summary()).
 
 Also shared by the scripts: which libfabric.so.1 a binary loads from a given
@@ -165,6 +166,7 @@ class Record:
         self.lib_git = {}     # name -> git state of the tree holding it
         self.orders = []      # one text per interleaved pair
         self.notes = []
+        self.path = None      # tcp: which path the bytes took (netpath.describe_path)
 
     def libraries(self, loaded):
         for name, path in loaded.items():
@@ -175,6 +177,11 @@ class Record:
 
     def order(self, text):
         self.orders.append(text)
+
+    def measured(self, path):
+        """Which path the run measured (two hosts, or the same host and the
+        same-host settings that applied); in env.txt and results.md."""
+        self.path = path
 
     def commit_text(self, state=None):
         state = state or self.git
@@ -188,8 +195,10 @@ class Record:
 
     def summary(self):
         """Two lines for results.md: the commit and the FI_* variables."""
-        return [f"- commit: `{self.commit_text()}`", f"- FI_* variables: `{self.fi_text()}`",
-                "- how it ran (machine, libraries, order of each pair): `env.txt`"]
+        lines = [f"- commit: `{self.commit_text()}`", f"- FI_* variables: `{self.fi_text()}`"]
+        if self.path:
+            lines.append(f"- path measured: {self.path}")
+        return lines + ["- how it ran (machine, libraries, order of each pair): `env.txt`"]
 
     def text(self):
         lines = [f"command: {shlex.join(self.argv)}",
@@ -203,6 +212,8 @@ class Record:
             lines.append(f"git commit of the tree holding {name}'s library (the build may "
                          f"predate it): {self.commit_text(state)}")
             lines += [f"  {line}" for line in state[2]]
+        if self.path:
+            lines.append(f"path measured: {self.path}")
         lines.append("FI_* environment:" + ("" if self.fi_env else " none set"))
         lines += [f"  {k}={v}" for k, v in self.fi_env]
         lines.append("loader environment of the script:" + ("" if self.ld_env else " none set"))
@@ -241,6 +252,7 @@ def main():
     wp.add_argument("--started", required=True)
     wp.add_argument("--lib", action="append", default=[], metavar="name=path")
     wp.add_argument("--order", action="append", default=[])
+    wp.add_argument("--path", default=None, help="which path the run measured")
     # The benchmark's own command line follows "--", verbatim.
     argv = sys.argv[1:]
     command = []
@@ -260,6 +272,8 @@ def main():
     rec.libraries(dict(a.split("=", 1) for a in args.lib))
     for o in args.order:
         rec.order(o)
+    if args.path:
+        rec.measured(args.path)
     rec.write(args.out)
 
 

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* weft — the tcp latency floor: a plain TCP socket ping-pong over loopback
- * between two processes (TCP_NODELAY), no library in between. Prints one-way
+/* weft — the tcp latency floor: a plain TCP socket ping-pong between two
+ * processes (TCP_NODELAY), no library in between: over loopback, or between
+ * two network namespaces when given a listening address and the network
+ * namespace the echo side joins (bench/netpath.py's two hosts). Prints one-way
  * latency per size in fi_pingpong's units (usec/xfer). By default both sides
  * busy-poll with MSG_DONTWAIT, as fi_pingpong does; with "block" as the third
  * argument they sleep in recv, the "plain blocking-socket ping-pong" the tcp
@@ -8,10 +10,14 @@
  * ping carries the round trip's number in its first bytes and must come
  * back with it, or the program exits 1 (as it does when a system call or
  * the echo side fails).
- * Usage: tcp_socket_pingpong [iterations] [max size] [busy|block] */
+ * Usage: tcp_socket_pingpong [iterations] [max size] [busy|block]
+ *                            [listen address [echo side's netns name]]
+ *   With a netns name, the echo side enters /var/run/netns/<name> (setns)
+ *   before it connects to the listen address. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
@@ -71,12 +77,17 @@ int main(int argc, char **argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 10000;
   size_t max = argc > 2 ? strtoul(argv[2], NULL, 0) : 65536;
   blocking = argc > 3 && strcmp(argv[3], "block") == 0;
+  const char *listen_addr = argc > 4 ? argv[4] : "127.0.0.1";
+  const char *echo_netns = argc > 5 ? argv[5] : NULL;
   int one = 1;
   int l = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a;
   memset(&a, 0, sizeof a);
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (inet_pton(AF_INET, listen_addr, &a.sin_addr) != 1) {
+    fprintf(stderr, "tcp_socket_pingpong: bad address %s\n", listen_addr);
+    return 1;
+  }
   socklen_t alen = sizeof a;
   if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) ||
       getsockname(l, (struct sockaddr *)&a, &alen) || listen(l, 1)) {
@@ -92,6 +103,16 @@ int main(int argc, char **argv) {
   }
   if (child == 0) { /* echo side: the first 8 bytes of each message say its size */
     pin(0);
+    if (echo_netns) { /* the other "host" */
+      char path[256];
+      snprintf(path, sizeof path, "/var/run/netns/%s", echo_netns);
+      int ns = open(path, O_RDONLY | O_CLOEXEC);
+      if (ns < 0 || setns(ns, CLONE_NEWNET)) {
+        perror(path);
+        _exit(1);
+      }
+      close(ns);
+    }
     int c = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(c, (struct sockaddr *)&a, sizeof a)) _exit(1);
     setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
