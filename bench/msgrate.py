@@ -136,14 +136,7 @@ def path_evidence(exe, args, libs, ops):
                                        log if name == "weft" else None))
         if name == "weft":
             text += ["weft's FI_LOG_LEVEL=info output, whole:", "```", log.rstrip(), "```", ""]
-    w = seen["weft"]
-    verdict = (f"weft: same-host stream {'MAPPED' if netpath.stream_mapped(w) else 'not mapped'}, "
-               f"congestion control seen {', '.join(netpath.ccs(w)) or 'none (no sample)'}; "
-               f"libfabric: {', '.join(netpath.ccs(seen['libfabric'])) or 'none (no sample)'}")
-    text.insert(4, f"verdict: {verdict}\n")
-    print(verdict, flush=True)
-    if args.hosts and any(netpath.stream_mapped(s) for s in seen.values()):
-        raise RuntimeError(f"two hosts, yet a process mapped the same-host stream: {verdict}")
+    netpath.judge(seen, text, args.hosts)
     return text
 
 

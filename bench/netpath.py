@@ -274,3 +274,18 @@ def ccs(sample):
             if word in ("reno", "cubic", "bbr", "bbr2", "dctcp", "vegas", "westwood", "htcp"):
                 names.add(word)
     return sorted(names)
+
+
+def judge(seen, text, hosts):
+    """The verdict of the probed runs ({library: sample}): which path weft's
+    run took and the congestion control each library's connections used,
+    inserted into `text` (the evidence) and printed. On two hosts a mapped
+    same-host stream means the run measured the wrong path: RuntimeError."""
+    w = seen["weft"]
+    verdict = (f"weft: same-host stream {'MAPPED' if stream_mapped(w) else 'not mapped'}, "
+               f"congestion control seen {', '.join(ccs(w)) or 'none (no sample)'}; "
+               f"libfabric: {', '.join(ccs(seen['libfabric'])) or 'none (no sample)'}")
+    text.insert(4, f"verdict: {verdict}\n")
+    print(verdict, flush=True)
+    if hosts and any(stream_mapped(s) for s in seen.values()):
+        raise RuntimeError(f"two hosts, yet a process mapped the same-host stream: {verdict}")
