@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/log.hpp"
+#include "util/yield.hpp"
 
 namespace weft::util {
 
@@ -260,7 +261,7 @@ int cntr::app_seterr(uint64_t value) noexcept {
 
 void cntr::sleep(int timeout_ms) noexcept {
   if (wait_obj_ == FI_WAIT_YIELD) {
-    sched_yield();
+    give_up_core();
     return;
   }
   // EINTR and spurious wakeups just send the caller round its loop again;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // weft — the completion queue every provider uses.
 #include "util/cq.hpp"
+#include "util/yield.hpp"
 
 #include <sched.h>
 
@@ -317,7 +318,7 @@ ssize_t cq::read(void* buf, size_t count, fi_addr_t* src) noexcept {
       return to_fi(errc::again);
     idle_reads_ = 0;
   }
-  sched_yield();  // not under the lock: another reader may be what we wait for
+  give_up_core();  // not under the lock: another reader may be what we wait for
   return to_fi(errc::again);
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/info.hpp"
 #include "core/log.hpp"
+#include "util/yield.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -344,7 +345,7 @@ ssize_t eq::sread(uint32_t* event, void* buf, size_t len, int timeout, uint64_t 
     int left = remaining_ms(timeout, start);
     if (left == 0) return to_fi(errc::again);
     if (!wait_.is_open()) {  // FI_WAIT_YIELD
-      sched_yield();
+      give_up_core();
       continue;
     }
     errc e = wait_.wait(left);

@@ -3,6 +3,7 @@
 #include "util/wait_set.hpp"
 
 #include "core/log.hpp"
+#include "util/yield.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -168,7 +169,7 @@ int wait_set::wait(int timeout) noexcept {
       break;
     }
     if (obj_ == FI_WAIT_YIELD) {
-      sched_yield();
+      give_up_core();
       continue;
     }
     errc e = wait_.wait(left);

@@ -9,6 +9,7 @@
 #include "core/log.hpp"
 #include "prov/tcp/tcp.hpp"
 #include "util/wait.hpp"
+#include "util/yield.hpp"
 
 #include <sched.h>
 #include <sys/epoll.h>
@@ -151,7 +152,7 @@ bool endpoint::progress_local(conn& c, bool drain) noexcept {
   // ~100x slower with two busy processes beside the pair (docs/decisions.md).
   if (c.stream_waits >= stream_yield_after) {
     c.stream_waits = 0;
-    sched_yield();
+    util::give_up_core();
   }
   return !c.stalled && !tx_deferred_head_;
 }
