@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: MIT
+// weft — reliable datagrams: the state of one pair of endpoints (a "link"),
+// independent of sockets, messages and completions.
+//
+// A provider with a datagram endpoint keeps one link per peer it talks to
+// and asks it, for every datagram, what to do. The link numbers outgoing
+// data datagrams, remembers what is in flight (so the provider can send it
+// again from the message's own buffers: nothing is copied here), accepts
+// incoming data strictly in order, and acknowledges. The contract:
+//
+//  * Sending. While window_open(), the provider may send a data datagram:
+//    stamp_data() fills its header, then sent() records it. Nothing else goes
+//    out of order: a message's datagrams are sent in order, messages in the
+//    order they were posted.
+//  * Receiving. receive() classifies a parsed datagram (rd_proto.hpp) and
+//    consumes its acknowledgement, calling `acked(flight)` for every datagram
+//    of ours it newly acknowledges, oldest first (the flight with flag_last
+//    completes a message). For `deliver`, the provider takes the payload and
+//    calls consumed(); if it cannot take it now (no room), it does not, and
+//    the datagram will come again.
+//  * Acknowledging. ack_due() says an acknowledgement is owed: the provider
+//    sends a bare ack (stamp_ack) unless a data datagram to that peer left
+//    in the meantime (every datagram carries the acknowledgement).
+//  * Time. tick(now, resend) is called from progress: after a retransmission
+//    timeout (adapted to the measured round trip, RFC 6298, with Karn's rule
+//    and exponential back-off) every datagram in flight is offered to
+//    `resend` again, oldest first (go-back-N: the receiver keeps nothing out
+//    of order). Three duplicate acknowledgements do the same at once. When
+//    nothing has been acknowledged for config::peer_timeout_ns while data is
+//    in flight, tick answers `dead`: the provider fails what it owed the peer
+//    and calls reset().
+//
+// Memory: an idle link is this object (a few dozen bytes); the ring of
+// datagrams in flight is allocated on the first send and released by
+// trim() once nothing is in flight.
+#pragma once
+
+#include "util/rd_proto.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+namespace weft::util::rd {
+
+// Every receiver takes at least this many datagrams beyond its
+// acknowledgement, so a sender starts with that window before it has heard
+// the peer; a window is at most max_window (far below 2^31: rd_proto.hpp).
+inline constexpr uint32_t min_window = 16;
+inline constexpr uint32_t max_window = 1u << 16;
+
+struct config {
+  uint32_t window = 256;                    // most datagrams in flight; what we advertise
+  uint32_t rto_init_us = 20000;             // before the first round-trip sample
+  uint32_t rto_min_us = 2000;               // the peer acknowledges only from its progress calls
+  uint32_t rto_max_us = 500000;
+  uint64_t peer_timeout_ns = 10'000'000'000;  // nothing acknowledged for this long: the peer is gone
+  uint32_t dup_acks = 3;                    // duplicate acknowledgements that resend at once
+};
+
+// A data datagram in flight: what the provider needs to send it again.
+struct flight {
+  void* msg;         // the provider's message
+  uint64_t offset;   // where this datagram's payload starts in the message
+  uint32_t bytes;    // payload bytes
+  uint8_t flags;     // flag_first / flag_last
+  bool resent;       // sent more than once: no round-trip sample from it (Karn)
+  uint64_t sent_ns;  // when it was (last) sent
+};
+
+enum class verdict : uint8_t {
+  deliver,       // the next datagram in order: take it, then consumed()
+  duplicate,     // already delivered (an acknowledgement is owed again)
+  out_of_order,  // a datagram after a missing one: dropped, acknowledgement owed
+  ack_only,      // an acknowledgement, consumed
+  stale,         // meant for an earlier incarnation of this endpoint
+  restart,       // the peer is a new incarnation: reset() it, then receive() again
+  invalid,       // numbers no correct peer sends (acknowledges data never sent, ...)
+};
+
+enum class tick_result : uint8_t { idle, ok, dead };
+
+class link {
+ public:
+  link() noexcept = default;
+  link(const link&) = delete;
+  link& operator=(const link&) = delete;
+
+  // ---- sending ----
+  bool window_open() const noexcept {
+    return next_ - una_ < std::min(cfg_window_, peer_window_);
+  }
+  bool in_flight() const noexcept { return next_ != una_; }
+  uint32_t in_flight_count() const noexcept { return next_ - una_; }
+  // The header of the next data datagram (this link's numbers and our ack).
+  void stamp_data(dgram& h, uint32_t my_epoch, uint8_t flags, uint32_t bytes) noexcept {
+    stamp(h, my_epoch, kind::data);
+    h.flags = flags;
+    h.seq = next_;
+    h.bytes = bytes;
+  }
+  void stamp_ack(dgram& h, uint32_t my_epoch) noexcept { stamp(h, my_epoch, kind::ack); }
+  // Records the data datagram just stamped and sent. false: no memory for the
+  // ring (nothing recorded; do not send).
+  bool sent(const flight& f, uint64_t now) noexcept {
+    if (!ring_ && !grow()) return false;
+    if (!in_flight()) progress_ns_ = now;  // the peer's clock starts with our first datagram
+    flight& slot = ring_[next_ & mask_];
+    slot = f;
+    slot.resent = false;
+    slot.sent_ns = now;
+    ++next_;
+    return true;
+  }
+  // The datagram numbered `seq` (in flight), to send again; stamp with
+  // stamp_resend.
+  void stamp_resend(dgram& h, uint32_t my_epoch, const flight& f, uint32_t seq) noexcept {
+    stamp(h, my_epoch, kind::data);
+    h.flags = f.flags;
+    h.seq = seq;
+    h.bytes = f.bytes;
+  }
+
+  // ---- receiving ----
+  template <class Acked>
+  verdict receive(const view& v, uint32_t my_epoch, uint64_t now, Acked&& acked) noexcept {
+    const dgram& h = v.h;
+    const bool data = h.kind == uint8_t(kind::data);
+    if (peer_epoch_ != h.epoch) {
+      if (peer_epoch_ != 0) return verdict::restart;
+      peer_epoch_ = h.epoch;  // a new peer, or one reset
+      if (h.to_epoch && h.to_epoch != my_epoch) {
+        // It talks to a previous incarnation of ours: the acknowledgement
+        // owed now tells it we are new (it restarts its side).
+        ack_due_ = true;
+        return verdict::stale;
+      }
+      if (data && h.seq != 0) {
+        // Its stream began before we knew it: likewise.
+        ack_due_ = true;
+        return verdict::out_of_order;
+      }
+    } else if (h.to_epoch && h.to_epoch != my_epoch) {
+      ack_due_ = true;
+      return verdict::stale;
+    }
+    if (h.to_epoch == my_epoch) {
+      // Acknowledgements count only from a peer that knows which of our
+      // incarnations it answers.
+      if (seq_before(next_, h.ack)) return verdict::invalid;  // acknowledges data never sent
+      peer_window_ = std::clamp<uint32_t>(h.window, 1, max_window);
+      if (seq_before(una_, h.ack)) {
+        take_ack(h.ack, now, acked);
+      } else if (h.ack == una_ && in_flight() && h.kind == uint8_t(kind::ack)) {
+        if (++dup_acks_ == dup_acks_limit_) fast_resend_ = true;
+      }
+    }
+    if (!data) return verdict::ack_only;
+    if (h.seq == expect_) return verdict::deliver;
+    ack_due_ = true;
+    return seq_before(h.seq, expect_) ? verdict::duplicate : verdict::out_of_order;
+  }
+  // The datagram receive() answered `deliver` for has been taken.
+  void consumed() noexcept {
+    ++expect_;
+    ack_due_ = true;
+  }
+
+  // ---- acknowledging ----
+  bool ack_due() const noexcept { return ack_due_; }
+
+  // ---- time ----
+  // The earliest time tick() has something to do (UINT64_MAX: nothing).
+  uint64_t deadline() const noexcept {
+    if (!in_flight()) return UINT64_MAX;
+    if (fast_resend_) return 0;
+    return std::min(ring_[una_ & mask_].sent_ns + uint64_t(rto_us_) * 1000,
+                    progress_ns_ + peer_timeout_ns_);
+  }
+  template <class Resend>
+  tick_result tick(uint64_t now, Resend&& resend) noexcept {
+    if (!in_flight()) return tick_result::idle;
+    if (now - progress_ns_ >= peer_timeout_ns_) return tick_result::dead;
+    const bool timeout = now >= ring_[una_ & mask_].sent_ns + uint64_t(rto_us_) * 1000;
+    if (!timeout && !fast_resend_) return tick_result::ok;
+    if (timeout) rto_us_ = std::min(rto_us_ * 2, rto_max_us_);  // back off
+    fast_resend_ = false;
+    dup_acks_ = 0;
+    for (uint32_t s = una_; s != next_; ++s) {
+      flight& f = ring_[s & mask_];
+      f.resent = true;
+      f.sent_ns = now;
+      if (!resend(f, s)) break;  // the socket is full: the rest waits for the next timeout
+    }
+    return tick_result::ok;
+  }
+
+  // ---- life ----
+  void configure(const config& c) noexcept {
+    cfg_window_ = std::clamp<uint32_t>(c.window, min_window, max_window);
+    rto_us_ = c.rto_init_us;
+    rto_min_us_ = c.rto_min_us;
+    rto_max_us_ = c.rto_max_us;
+    peer_timeout_ns_ = c.peer_timeout_ns;
+    dup_acks_limit_ = c.dup_acks;
+  }
+  // Forgets the peer (a new incarnation, or one declared dead): the provider
+  // has failed whatever was in flight. Keeps the configuration.
+  void reset() noexcept {
+    ring_.reset();
+    mask_ = 0;
+    next_ = una_ = expect_ = 0;
+    peer_epoch_ = 0;
+    peer_window_ = min_window;
+    ack_due_ = fast_resend_ = false;
+    dup_acks_ = 0;
+    srtt_us_ = rttvar_us_ = 0;
+  }
+  // Every datagram in flight, oldest first, with its number (to fail them).
+  template <class F>
+  void for_each_in_flight(F&& f) noexcept {
+    for (uint32_t s = una_; s != next_; ++s) f(ring_[s & mask_], s);
+  }
+  // Releases the ring while nothing is in flight (an idle peer costs only
+  // this object).
+  void trim() noexcept {
+    if (!in_flight()) ring_.reset(), mask_ = 0;
+  }
+
+  uint32_t peer_epoch() const noexcept { return peer_epoch_; }
+  uint32_t rto_us() const noexcept { return rto_us_; }
+  uint32_t srtt_us() const noexcept { return srtt_us_; }
+  uint32_t expected() const noexcept { return expect_; }
+  uint32_t unacked() const noexcept { return una_; }
+  uint32_t next_seq() const noexcept { return next_; }
+  uint32_t peer_window() const noexcept { return peer_window_; }
+
+ private:
+  void stamp(dgram& h, uint32_t my_epoch, kind k) noexcept {
+    h.magic = magic;
+    h.version = version;
+    h.kind = uint8_t(k);
+    h.flags = 0;
+    h.epoch = my_epoch;
+    h.to_epoch = peer_epoch_;
+    h.seq = 0;
+    h.ack = expect_;
+    h.window = cfg_window_;
+    h.bytes = 0;
+    h.reserved = 0;
+    ack_due_ = false;  // whatever goes out carries the acknowledgement
+  }
+  bool grow() noexcept;
+  template <class Acked>
+  void take_ack(uint32_t ack, uint64_t now, Acked& acked) noexcept {
+    uint64_t sample_sent = 0;
+    bool sample = false;
+    while (una_ != ack) {
+      flight& f = ring_[una_ & mask_];
+      if (!f.resent) sample = true, sample_sent = f.sent_ns;
+      ++una_;
+      acked(f);
+    }
+    progress_ns_ = now;
+    dup_acks_ = 0;
+    fast_resend_ = false;
+    if (sample) measured(now - sample_sent);
+  }
+  void measured(uint64_t rtt_ns) noexcept;
+
+  std::unique_ptr<flight[]> ring_;
+  uint32_t mask_ = 0;
+  uint32_t next_ = 0;         // number of the next data datagram we send
+  uint32_t una_ = 0;          // oldest of ours not acknowledged
+  uint32_t expect_ = 0;       // number of the next datagram we take from the peer
+  uint32_t peer_epoch_ = 0;   // the peer's incarnation, 0: none heard yet
+  uint32_t peer_window_ = min_window;  // until the peer says what it takes
+  uint32_t cfg_window_ = 256;
+  uint32_t rto_us_ = 20000, rto_min_us_ = 2000, rto_max_us_ = 500000;
+  uint32_t srtt_us_ = 0, rttvar_us_ = 0;
+  uint32_t dup_acks_ = 0, dup_acks_limit_ = 3;
+  uint64_t peer_timeout_ns_ = 10'000'000'000;
+  uint64_t progress_ns_ = 0;  // when the peer last acknowledged something (or we started waiting)
+  bool ack_due_ = false;
+  bool fast_resend_ = false;
+};
+
+}  // namespace weft::util::rd
