@@ -9,7 +9,9 @@
 // incoming data strictly in order, and acknowledges. The contract:
 //
 //  * Sending. While window_open(), the provider may send a data datagram:
-//    stamp_data() fills its header, then sent() records it. Nothing else goes
+//    reserve() makes room to record it, stamp_data() fills its header, and
+//    once the socket took it, sent() records it (and ack_sent(): every
+//    datagram carries the acknowledgement). Nothing else goes
 //    out of order: a message's datagrams are sent in order, messages in the
 //    order they were posted.
 //  * Receiving. receive() classifies a parsed datagram (rd_proto.hpp) and
@@ -19,8 +21,8 @@
 //    calls consumed(); if it cannot take it now (no room), it does not, and
 //    the datagram will come again.
 //  * Acknowledging. ack_due() says an acknowledgement is owed: the provider
-//    sends a bare ack (stamp_ack) unless a data datagram to that peer left
-//    in the meantime (every datagram carries the acknowledgement).
+//    sends a bare ack (stamp_ack, then ack_sent) unless a data datagram to
+//    that peer left in the meantime.
 //  * Time. tick(now, resend) is called from progress: after a retransmission
 //    timeout (adapted to the measured round trip, RFC 6298, with Karn's rule
 //    and exponential back-off) every datagram in flight is offered to
@@ -29,6 +31,9 @@
 //    nothing has been acknowledged for config::peer_timeout_ns while data is
 //    in flight, tick answers `dead`: the provider fails what it owed the peer
 //    and calls reset().
+//  * Incarnations are per link (start, reset): a link declared dead starts
+//    again under a new epoch, so the peer, if it still lives, sees a new
+//    incarnation and drops what it had half-received from the old one.
 //
 // Memory: an idle link is this object (a few dozen bytes); the ring of
 // datagrams in flight is allocated on the first send and released by
@@ -93,29 +98,29 @@ class link {
   bool in_flight() const noexcept { return next_ != una_; }
   uint32_t in_flight_count() const noexcept { return next_ - una_; }
   // The header of the next data datagram (this link's numbers and our ack).
-  void stamp_data(dgram& h, uint32_t my_epoch, uint8_t flags, uint32_t bytes) noexcept {
-    stamp(h, my_epoch, kind::data);
+  void stamp_data(dgram& h, uint8_t flags, uint32_t bytes) noexcept {
+    stamp(h, kind::data);
     h.flags = flags;
     h.seq = next_;
     h.bytes = bytes;
   }
-  void stamp_ack(dgram& h, uint32_t my_epoch) noexcept { stamp(h, my_epoch, kind::ack); }
-  // Records the data datagram just stamped and sent. false: no memory for the
-  // ring (nothing recorded; do not send).
-  bool sent(const flight& f, uint64_t now) noexcept {
-    if (!ring_ && !grow()) return false;
+  void stamp_ack(dgram& h) noexcept { stamp(h, kind::ack); }
+  // The ring that sent() records in, allocated on first use; false when
+  // memory is short (send nothing then).
+  bool reserve() noexcept { return ring_ || grow(); }
+  // Records the data datagram just stamped and sent (after reserve()).
+  void sent(const flight& f, uint64_t now) noexcept {
     if (!in_flight()) progress_ns_ = now;  // the peer's clock starts with our first datagram
     flight& slot = ring_[next_ & mask_];
     slot = f;
     slot.resent = false;
     slot.sent_ns = now;
     ++next_;
-    return true;
   }
   // The datagram numbered `seq` (in flight), to send again; stamp with
   // stamp_resend.
-  void stamp_resend(dgram& h, uint32_t my_epoch, const flight& f, uint32_t seq) noexcept {
-    stamp(h, my_epoch, kind::data);
+  void stamp_resend(dgram& h, const flight& f, uint32_t seq) noexcept {
+    stamp(h, kind::data);
     h.flags = f.flags;
     h.seq = seq;
     h.bytes = f.bytes;
@@ -123,8 +128,9 @@ class link {
 
   // ---- receiving ----
   template <class Acked>
-  verdict receive(const view& v, uint32_t my_epoch, uint64_t now, Acked&& acked) noexcept {
+  verdict receive(const view& v, uint64_t now, Acked&& acked) noexcept {
     const dgram& h = v.h;
+    const uint32_t my_epoch = my_epoch_;
     const bool data = h.kind == uint8_t(kind::data);
     if (peer_epoch_ != h.epoch) {
       if (peer_epoch_ != 0) return verdict::restart;
@@ -168,6 +174,8 @@ class link {
 
   // ---- acknowledging ----
   bool ack_due() const noexcept { return ack_due_; }
+  // A datagram stamped by this link went out: it carried the acknowledgement.
+  void ack_sent() noexcept { ack_due_ = false; }
 
   // ---- time ----
   // The earliest time tick() has something to do (UINT64_MAX: nothing).
@@ -204,9 +212,14 @@ class link {
     peer_timeout_ns_ = c.peer_timeout_ns;
     dup_acks_limit_ = c.dup_acks;
   }
+  // This side's incarnation on the link: random, never 0, and new after
+  // every reset, so the peer learns that whatever it had from us is gone.
+  void start(uint32_t my_epoch) noexcept { my_epoch_ = my_epoch ? my_epoch : 1; }
   // Forgets the peer (a new incarnation, or one declared dead): the provider
-  // has failed whatever was in flight. Keeps the configuration.
-  void reset() noexcept {
+  // has failed whatever was in flight. Keeps the configuration; `my_epoch`
+  // is this side's new incarnation.
+  void reset(uint32_t my_epoch) noexcept {
+    start(my_epoch);
     ring_.reset();
     mask_ = 0;
     next_ = una_ = expect_ = 0;
@@ -228,6 +241,7 @@ class link {
   }
 
   uint32_t peer_epoch() const noexcept { return peer_epoch_; }
+  uint32_t my_epoch() const noexcept { return my_epoch_; }
   uint32_t rto_us() const noexcept { return rto_us_; }
   uint32_t srtt_us() const noexcept { return srtt_us_; }
   uint32_t expected() const noexcept { return expect_; }
@@ -236,19 +250,18 @@ class link {
   uint32_t peer_window() const noexcept { return peer_window_; }
 
  private:
-  void stamp(dgram& h, uint32_t my_epoch, kind k) noexcept {
+  void stamp(dgram& h, kind k) noexcept {
     h.magic = magic;
     h.version = version;
     h.kind = uint8_t(k);
     h.flags = 0;
-    h.epoch = my_epoch;
+    h.epoch = my_epoch_;
     h.to_epoch = peer_epoch_;
     h.seq = 0;
     h.ack = expect_;
     h.window = cfg_window_;
     h.bytes = 0;
     h.reserved = 0;
-    ack_due_ = false;  // whatever goes out carries the acknowledgement
   }
   bool grow() noexcept;
   template <class Acked>
@@ -274,6 +287,7 @@ class link {
   uint32_t una_ = 0;          // oldest of ours not acknowledged
   uint32_t expect_ = 0;       // number of the next datagram we take from the peer
   uint32_t peer_epoch_ = 0;   // the peer's incarnation, 0: none heard yet
+  uint32_t my_epoch_ = 1;     // ours on this link (start / reset)
   uint32_t peer_window_ = min_window;  // until the peer says what it takes
   uint32_t cfg_window_ = 256;
   uint32_t rto_us_ = 20000, rto_min_us_ = 2000, rto_max_us_ = 500000;

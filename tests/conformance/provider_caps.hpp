@@ -50,6 +50,19 @@ inline const caps_table udp_dgram_caps = {
     },
 };
 
+inline const caps_table udp_rdm_caps = {
+    "udp",
+    FI_EP_RDM,
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV,
+    8,
+    {
+        {rma_atomic_caps, "RMA and atomics over reliable datagrams are not implemented yet"},
+        {FI_AV_USER_ID, "FI_AV_USER_ID is not implemented on udp RDM"},
+        {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
+        {FI_FENCE, fence_why},
+    },
+};
+
 inline const caps_table tcp_rdm_caps = {
     "tcp",
     FI_EP_RDM,
@@ -86,7 +99,7 @@ inline const caps_table shm_rdm_caps = {
     },
 };
 
-inline const caps_table* const caps_tables[] = {&udp_dgram_caps, &tcp_rdm_caps, &tcp_msg_caps,
+inline const caps_table* const caps_tables[] = {&udp_dgram_caps, &udp_rdm_caps, &tcp_rdm_caps, &tcp_msg_caps,
                                                 &shm_rdm_caps};
 
 // The table of a configuration (threading and progress do not change what

@@ -2,6 +2,7 @@
 // weft — what the udp provider offers, as static data. getinfo copies it per
 // interface and util's one validator matches hints against it.
 #include "prov/udp/proto.hpp"
+#include "prov/udp/rdm.hpp"
 #include "prov/udp/udp.hpp"
 #include "util/info_match.hpp"
 
@@ -104,14 +105,82 @@ fi_info tmpl = [] {
   return i;
 }();
 
+// FI_EP_RDM: reliable datagrams (rdm.hpp). Messages and tagged messages;
+// RMA and atomics are not offered yet.
+constexpr uint64_t rdm_tx_caps = FI_MSG | FI_TAGGED | FI_SEND;
+constexpr uint64_t rdm_rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_MULTI_RECV |
+                                 FI_DIRECTED_RECV;
+constexpr uint64_t any_tag_bits = 0xaaaaaaaaaaaaaaaaULL;
+
+fi_tx_attr rdm_tx = {
+    .caps = rdm_tx_caps,
+    .mode = 0,
+    .op_flags = 0,
+    .msg_order = FI_ORDER_SAS,  // one ordered stream of datagrams per peer
+    .comp_order = 0,
+    .inject_size = rdm_inject_size,
+    .size = 1024,
+    .iov_limit = max_iov,
+    .rma_iov_limit = 0,
+    .tclass = 0,
+};
+
+fi_rx_attr rdm_rx = {
+    .caps = rdm_rx_caps,
+    .mode = 0,
+    .op_flags = 0,
+    .msg_order = FI_ORDER_SAS,
+    .comp_order = 0,
+    .total_buffered_recv = 0,
+    .size = 1024,
+    .iov_limit = max_iov,
+};
+
+fi_ep_attr rdm_ep = {
+    .type = FI_EP_RDM,
+    .protocol = FI_PROTO_RXD,
+    .protocol_version = util::rd::version,
+    .max_msg_size = rdm_max_msg,
+    .msg_prefix_size = 0,
+    .max_order_raw_size = 0,
+    .max_order_war_size = 0,
+    .max_order_waw_size = 0,
+    .mem_tag_format = any_tag_bits,
+    .tx_ctx_cnt = 1,
+    .rx_ctx_cnt = 1,
+    .auth_key_size = 0,
+    .auth_key = nullptr,
+};
+
+fi_domain_attr rdm_dom = [] {
+  fi_domain_attr d = dom;
+  d.cq_data_size = sizeof(uint64_t);
+  return d;
+}();
+
+fi_info rdm_tmpl = [] {
+  fi_info i{};
+  i.caps = rdm_tx_caps | rdm_rx_caps | FI_LOCAL_COMM | FI_REMOTE_COMM;
+  i.mode = 0;
+  i.addr_format = FI_SOCKADDR_IN;
+  i.tx_attr = &rdm_tx;
+  i.rx_attr = &rdm_rx;
+  i.ep_attr = &rdm_ep;
+  i.domain_attr = &rdm_dom;
+  i.fabric_attr = &fab;
+  return i;
+}();
+
 }  // namespace
 
 const fi_info& info_template() noexcept { return tmpl; }
+const fi_info& rdm_template() noexcept { return rdm_tmpl; }
 
 bool offers(uint32_t version, const fi_info& wanted) noexcept {
-  // The template speaks IPv4; getinfo specialises it per interface family, so
-  // an IPv6 fi_info is checked against the IPv6 form of the same template.
-  fi_info t = tmpl;
+  // The templates speak IPv4; getinfo specialises them per interface family,
+  // so an IPv6 fi_info is checked against the IPv6 form of the same template.
+  const bool rdm = wanted.ep_attr && wanted.ep_attr->type == FI_EP_RDM;
+  fi_info t = rdm ? rdm_tmpl : tmpl;
   if (wanted.addr_format == FI_SOCKADDR_IN6) t.addr_format = FI_SOCKADDR_IN6;
   return util::info_fits(&provider(), version, t, wanted);
 }

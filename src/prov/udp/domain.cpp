@@ -2,6 +2,7 @@
 // weft — the udp provider's fabric and domain: util's objects with udp's
 // endpoint and address codec plugged in.
 #include "core/log.hpp"
+#include "prov/udp/rdm.hpp"
 #include "prov/udp/udp.hpp"
 #include "util/info_match.hpp"
 #include "util/ip_codec.hpp"
@@ -21,6 +22,8 @@ int open_domain(util::fabric& fab, fi_info* info, fid_domain** out, void* contex
 }
 
 int open_endpoint(util::domain& dom, fi_info* info, fid_ep** out, void* context) {
+  if (info && info->ep_attr && info->ep_attr->type == FI_EP_RDM)
+    return rdm_endpoint::open(dom, *info, out, context);
   return endpoint::open(dom, *info, out, context);
 }
 

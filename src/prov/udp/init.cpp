@@ -33,7 +33,7 @@ fi_provider& provider() noexcept { return the_provider; }
 
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** info) noexcept {
-  const fi_info* templates[] = {&info_template()};
+  const fi_info* templates[] = {&info_template(), &rdm_template()};
   return util::ip_getinfo({&provider(), templates, SOCK_DGRAM, cfg().iface}, version, node,
                           service, flags, hints, info);
 }
@@ -48,6 +48,17 @@ fi_provider* weft_udp_provider() noexcept {
                     "Restrict the udp provider to the named network interface (default: all)");
     char* value = nullptr;
     if (fi_param_get_str(&provider(), "iface", &value) == 0 && value) the_config.iface = value;
+    fi_param_define(&provider(), "rdm_peer_timeout_ms", FI_PARAM_SIZE_T,
+                    "FI_EP_RDM: milliseconds without an acknowledgement, while data is in "
+                    "flight, after which a peer is gone and its operations fail (default: 10000)");
+    fi_param_define(&provider(), "rdm_unexp_limit", FI_PARAM_SIZE_T,
+                    "FI_EP_RDM: bytes of unexpected messages an endpoint holds before new "
+                    "messages wait at their senders (default: 268435456)");
+    size_t n = 0;
+    if (fi_param_get_size_t(&provider(), "rdm_peer_timeout_ms", &n) == 0 && n)
+      the_config.rdm_peer_timeout_ms = n;
+    if (fi_param_get_size_t(&provider(), "rdm_unexp_limit", &n) == 0)
+      the_config.rdm_unexp_limit = n;
     return true;
   }();
   (void)defined;

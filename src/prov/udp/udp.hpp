@@ -20,15 +20,24 @@
 
 namespace weft::udp {
 
-// Parameters (fi_info -e): FI_UDP_IFACE.
+// Parameters (fi_info -e): FI_UDP_IFACE, FI_UDP_RDM_PEER_TIMEOUT_MS,
+// FI_UDP_RDM_UNEXP_LIMIT.
 struct config {
   std::string iface;  // restrict to this interface name; empty: all
+  // FI_EP_RDM: a peer that acknowledges nothing for this long while data is
+  // in flight to it is gone, and what was owed to it fails.
+  uint64_t rdm_peer_timeout_ms = 10000;
+  // FI_EP_RDM: bytes of unexpected messages held per endpoint; past it a
+  // new message waits at its sender until receives take what is held.
+  size_t rdm_unexp_limit = size_t{256} << 20;
 };
 const config& cfg() noexcept;
 fi_provider& provider() noexcept;
 
-// The static capability template (attr.cpp) and its per-interface copies.
+// The static capability templates (attr.cpp: FI_EP_DGRAM, FI_EP_RDM) and
+// their per-interface copies.
 const fi_info& info_template() noexcept;
+const fi_info& rdm_template() noexcept;
 // Whether `wanted` (an fi_info passed to fi_domain / fi_endpoint) asks for
 // nothing beyond what udp offers.
 bool offers(uint32_t version, const fi_info& wanted) noexcept;

@@ -57,15 +57,18 @@ struct node {
   size_t max_in_flight = 0;
   bool alive = true;
 
-  node(int i, uint32_t e, const config& c) : id(i), epoch(e) { l.configure(c); }
+  node(int i, uint32_t e, const config& c) : id(i), epoch(e) {
+    l.configure(c);
+    l.start(e);
+  }
 
   bytes datagram(const flight& f, uint32_t seq, bool resend) {
     const bytes& m = outbox[reinterpret_cast<uintptr_t>(f.msg)];
     dgram h{};
     if (resend)
-      l.stamp_resend(h, epoch, f, seq);
+      l.stamp_resend(h, f, seq);
     else
-      l.stamp_data(h, epoch, f.flags, f.bytes);
+      l.stamp_data(h, f.flags, f.bytes);
     bytes d(sizeof h);
     std::memcpy(d.data(), &h, sizeof h);
     if (f.flags & flag_first) {
@@ -92,8 +95,10 @@ struct node {
       f.bytes = uint32_t(std::min<uint64_t>(seg, m.size() - next_off));
       f.flags = (next_off == 0 ? flag_first : 0) |
                 (next_off + f.bytes == m.size() ? flag_last : 0);
+      ASSERT_TRUE(l.reserve());
       net.send(peer, datagram(f, 0, false));
-      ASSERT_TRUE(l.sent(f, now));
+      l.ack_sent();
+      l.sent(f, now);
       next_off += f.bytes;
       if (next_off == m.size()) ++next_msg, next_off = 0;
       max_in_flight = std::max<size_t>(max_in_flight, l.in_flight_count());
@@ -107,7 +112,7 @@ struct node {
     auto acked = [&](const flight& f) {
       if (f.flags & flag_last) ++acked_msgs;
     };
-    verdict r = l.receive(v, epoch, now, acked);
+    verdict r = l.receive(v, now, acked);
     if (r == verdict::deliver) {
       if (v.h.flags & flag_first) {
         ASSERT_FALSE(receiving) << "a message began inside another";
@@ -129,16 +134,18 @@ struct node {
 
   void ack(network& net, int peer) {
     dgram h{};
-    l.stamp_ack(h, epoch);
+    l.stamp_ack(h);
     bytes d(sizeof h);
     std::memcpy(d.data(), &h, sizeof h);
     net.send(peer, d);
+    l.ack_sent();
   }
 
   tick_result tick(network& net, int peer, uint64_t now) {
     if (!alive) return tick_result::idle;
     return l.tick(now, [&](const flight& f, uint32_t seq) {
       net.send(peer, datagram(f, seq, true));
+      l.ack_sent();
       return true;
     });
   }
@@ -255,7 +262,7 @@ TEST(rd_link, a_silent_peer_is_declared_dead_within_the_timeout) {
   size_t failed = 0;
   a.l.for_each_in_flight([&](const flight&, uint32_t) { ++failed; });
   EXPECT_EQ(failed, 5u);
-  a.l.reset();
+  a.l.reset(7);
   EXPECT_FALSE(a.l.in_flight());
 }
 
@@ -298,8 +305,8 @@ TEST(rd_link, a_restarted_peer_is_recognised_and_its_new_stream_starts_afresh) {
   net.q.pop_front();
   ASSERT_EQ(parse(d.data(), d.size(), v), malformed::none);
   auto none = [](const flight&) { FAIL() << "nothing of a's is in flight"; };
-  EXPECT_EQ(a.l.receive(v, a.epoch, now, none), verdict::restart);
-  a.l.reset();
+  EXPECT_EQ(a.l.receive(v, now, none), verdict::restart);
+  a.l.reset(a.epoch);
   a.inbox.clear();
   a.on(net, 1, d, now);
   ASSERT_EQ(a.inbox.size(), 1u);
@@ -310,6 +317,7 @@ TEST(rd_link, a_restarted_peer_is_recognised_and_its_new_stream_starts_afresh) {
 TEST(rd_link, a_datagram_for_an_earlier_incarnation_is_stale_and_tells_the_sender) {
   link l;
   l.configure(fast());
+  l.start(5);
   view v{};
   v.h.magic = magic, v.h.version = version, v.h.kind = uint8_t(kind::data);
   v.h.flags = flag_first | flag_last;
@@ -317,10 +325,11 @@ TEST(rd_link, a_datagram_for_an_earlier_incarnation_is_stale_and_tells_the_sende
   v.h.to_epoch = 77;  // not us (we are 5)
   v.h.seq = 40;
   auto none = [](const flight&) {};
-  EXPECT_EQ(l.receive(v, 5, 0, none), verdict::stale);
+  EXPECT_EQ(l.receive(v, 0, none), verdict::stale);
   EXPECT_TRUE(l.ack_due());
   dgram h{};
-  l.stamp_ack(h, 5);
+  l.stamp_ack(h);
+  EXPECT_EQ(h.epoch, 5u);
   EXPECT_EQ(h.to_epoch, 9u);  // the ack names the sender: it sees a new incarnation of us
   EXPECT_EQ(h.ack, 0u);
   EXPECT_EQ(l.expected(), 0u);
@@ -343,7 +352,7 @@ TEST(rd_link, an_acknowledgement_of_data_never_sent_changes_nothing) {
   v.h.window = 32;
   size_t acked = 0;
   auto count = [&](const flight&) { ++acked; };
-  EXPECT_EQ(a.l.receive(v, 1, now, count), verdict::invalid);
+  EXPECT_EQ(a.l.receive(v, now, count), verdict::invalid);
   EXPECT_EQ(acked, 0u);
   EXPECT_EQ(a.l.in_flight_count(), 3u);
   EXPECT_EQ(a.l.unacked(), 0u);
@@ -352,12 +361,13 @@ TEST(rd_link, an_acknowledgement_of_data_never_sent_changes_nothing) {
 TEST(rd_link, a_new_peer_s_stream_must_start_at_zero) {
   link l;
   l.configure(fast());
+  l.start(5);
   view v{};
   v.h.magic = magic, v.h.version = version, v.h.kind = uint8_t(kind::data);
   v.h.epoch = 9;
   v.h.seq = 12345;
   auto none = [](const flight&) {};
-  EXPECT_EQ(l.receive(v, 5, 0, none), verdict::out_of_order);
+  EXPECT_EQ(l.receive(v, 0, none), verdict::out_of_order);
   EXPECT_EQ(l.expected(), 0u);
   EXPECT_TRUE(l.ack_due());
 }

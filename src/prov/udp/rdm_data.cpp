@@ -1,0 +1,746 @@
+// SPDX-License-Identifier: MIT
+// weft — the udp RDM data path: sends, progress (datagrams in, timers,
+// windows), receives through util's matching engine, completions.
+#include "core/log.hpp"
+#include "prov/udp/rdm.hpp"
+#include "util/av.hpp"
+#include "util/iov.hpp"
+#include "util/msg_ops.hpp"
+#include "util/net.hpp"
+#include "util/wait.hpp"
+
+#include <netinet/ip.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace weft::udp {
+
+namespace rd = util::rd;
+
+namespace {
+
+constexpr uint64_t rx_report = FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_REMOTE_CQ_DATA;
+// Datagrams read per progress call before timers and windows get their turn.
+constexpr int rx_batch = 64;
+
+template <class Lock>
+constexpr fi_ops_srx_peer peer_ops = {
+    .size = sizeof(fi_ops_srx_peer),
+    .start_msg = rdm_endpoint::start<Lock>,
+    .start_tag = rdm_endpoint::start<Lock>,
+    .discard_msg = rdm_endpoint::discard<Lock>,
+    .discard_tag = rdm_endpoint::discard<Lock>,
+};
+
+std::string addr_key(const sockaddr* sa, socklen_t len) {
+  return std::string(reinterpret_cast<const char*>(sa), len);
+}
+
+// Payload bytes per datagram to `sa`: what the kernel's route to it carries
+// without IP fragmentation (a UDP socket connected to the peer reports the
+// path's MTU), less the IP, UDP and our headers.
+uint32_t segment_for(const sockaddr* sa, socklen_t len) noexcept {
+  size_t mtu = 1500;
+  int s = ::socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s >= 0) {
+    if (::connect(s, sa, len) == 0) {
+      int m = 0;
+      socklen_t ml = sizeof m;
+      int level = sa->sa_family == AF_INET6 ? IPPROTO_IPV6 : IPPROTO_IP;
+      int name = sa->sa_family == AF_INET6 ? IPV6_MTU : IP_MTU;
+      if (getsockopt(s, level, name, &m, &ml) == 0 && m > 0) mtu = size_t(m);
+    }
+    ::close(s);
+  }
+  const size_t ip = sa->sa_family == AF_INET6 ? 40 : 20;
+  size_t payload = mtu > ip + 8 + rdm_headers + 64 ? mtu - ip - 8 - rdm_headers : 512;
+  return uint32_t(std::min(payload, rdm_max_seg));
+}
+
+// The AV entry's socket address; 0 when fi_addr is not in the AV.
+socklen_t sockaddr_of(const util::av& av, fi_addr_t a, sockaddr_storage& out) noexcept {
+  const uint8_t* e = av.entry(a);
+  if (!e) return 0;
+  return static_cast<socklen_t>(av.codec().decode(e, &out, sizeof out));
+}
+
+// How completions name the sender at `sa`: its fi_addr (user id where set),
+// FI_ADDR_NOTAVAIL when it is not in the AV.
+fi_addr_t lookup(const util::av* av, const sockaddr* sa, socklen_t len) noexcept {
+  if (!av) return FI_ADDR_NOTAVAIL;
+  sockaddr_storage from{};
+  std::memcpy(&from, sa, std::min<size_t>(len, sizeof from));
+  uint8_t entry[64];
+  if (av->codec().entry_size > sizeof entry || av->codec().encode(&from, entry) != 0)
+    return FI_ADDR_NOTAVAIL;
+  fi_addr_t a = av->reverse(entry);
+  return a == FI_ADDR_NOTAVAIL ? a : av->report(a);
+}
+
+}  // namespace
+
+const fi_provider* rdm_endpoint::prov() noexcept { return &provider(); }
+
+template <class Lock>
+const fi_ops_msg* rdm_endpoint::msg_table() noexcept {
+  return &util::msg_ops<rdm_endpoint, Lock>::msg_table;
+}
+template <class Lock>
+const fi_ops_tagged* rdm_endpoint::tagged_table() noexcept {
+  return &util::msg_ops<rdm_endpoint, Lock>::tagged_table;
+}
+const fi_ops_srx_peer* rdm_endpoint::peer_table(bool locked) noexcept {
+  return locked ? &peer_ops<util::mutex_lock> : &peer_ops<util::null_lock>;
+}
+
+// ---- peers ----
+
+uint32_t rdm_endpoint::next_epoch() noexcept {
+  // A 64-bit mixing step over a random seed: distinct per link and per reset.
+  epoch_seed_ += 0x9e3779b97f4a7c15ull;
+  uint64_t z = epoch_seed_;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  uint32_t e = uint32_t(z ^ (z >> 31));
+  return e ? e : 1;
+}
+
+rdm_peer* rdm_endpoint::new_peer(const sockaddr* sa, socklen_t len) noexcept {
+  try {
+    auto p = std::make_unique<rdm_peer>();
+    std::memcpy(&p->addr, sa, std::min<size_t>(len, sizeof p->addr));
+    p->addr_len = len;
+    p->seg = segment_for(sa, len);
+    p->link.configure(rd_cfg_);
+    p->link.start(next_epoch());
+    p->src = lookup(bound_.av_.get(), sa, len);
+    rdm_peer* raw = p.get();
+    by_addr_.emplace(addr_key(sa, len), raw);
+    peers_.push_back(std::move(p));
+    return raw;
+  } catch (const std::bad_alloc&) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "udp RDM: out of memory for a new peer");
+    return nullptr;
+  }
+}
+
+rdm_peer* rdm_endpoint::peer_from(const sockaddr_storage& from, socklen_t len) noexcept {
+  auto* sa = reinterpret_cast<const sockaddr*>(&from);
+  if (len > sizeof(rdm_peer::addr)) return nullptr;
+  try {
+    auto it = by_addr_.find(addr_key(sa, len));
+    if (it != by_addr_.end()) return it->second;
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+  return new_peer(sa, len);
+}
+
+rdm_peer* rdm_endpoint::peer_for_send(fi_addr_t dest, int* err) noexcept {
+  auto it = by_fi_.find(dest);
+  if (it != by_fi_.end()) return it->second;
+  sockaddr_storage to;
+  socklen_t tl = bound_.av_ ? sockaddr_of(*bound_.av_, dest, to) : 0;
+  if (!tl) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send to fi_addr %llu: not in the address vector",
+              static_cast<unsigned long long>(dest));
+    *err = to_fi(errc::inval);
+    return nullptr;
+  }
+  rdm_peer* p = peer_from(to, tl);
+  if (!p) {
+    *err = to_fi(errc::nomem);
+    return nullptr;
+  }
+  try {
+    by_fi_.emplace(dest, p);
+  } catch (const std::bad_alloc&) {
+  }
+  return p;
+}
+
+void rdm_endpoint::mark_busy(rdm_peer& p) noexcept {
+  if (p.busy_at >= 0) return;
+  if (busy_.size() == busy_.capacity()) {
+    try {
+      busy_.reserve(busy_.capacity() * 2 + 16);
+    } catch (const std::bad_alloc&) {
+      return;  // progress finds it again through its next acknowledgement
+    }
+  }
+  p.busy_at = int32_t(busy_.size());
+  busy_.push_back(&p);
+}
+
+void rdm_endpoint::av_changed(void* self, bool inserted_only) noexcept {
+  auto* ep = static_cast<rdm_endpoint*>(self);
+  ep->with_lock([&]<class Lock>() { ep->relabel<Lock>(inserted_only); });
+}
+
+template <class Lock>
+void rdm_endpoint::relabel(bool inserted_only) noexcept {
+  [[maybe_unused]] auto g = guard<Lock>();
+  const util::av* av = bound_.av_.get();
+  if (!inserted_only) by_fi_.clear();  // an fi_addr may name another address now
+  for (auto& p : peers_)
+    if (!inserted_only || p->src == FI_ADDR_NOTAVAIL) p->src = lookup(av, &p->addr.sa, p->addr_len);
+  srx_->relabel<Lock>(
+      [](fi_peer_rx_entry* e) {
+        auto* b = static_cast<rdm_unexp*>(e->peer_context);
+        return b && b->from ? b->from->src : e->addr;
+      },
+      !inserted_only);
+}
+
+// ---- sending ----
+
+bool rdm_endpoint::send_datagram(rdm_peer& p, const rd::dgram& h, const rdm_tx& t, uint64_t off,
+                                 uint32_t bytes) noexcept {
+  iovec v[2 + max_iov];
+  size_t n = 0;
+  v[n++] = {const_cast<rd::dgram*>(&h), sizeof h};
+  if (h.flags & rd::flag_first) v[n++] = {const_cast<rd::msg*>(&t.hdr), sizeof t.hdr};
+  uint64_t skip = off;
+  size_t left = bytes;
+  for (size_t i = 0; i < t.count && left; ++i) {
+    const size_t l = t.iov[i].iov_len;
+    if (skip >= l) {
+      skip -= l;
+      continue;
+    }
+    const size_t take = std::min<size_t>(l - skip, left);
+    v[n++] = {static_cast<char*>(t.iov[i].iov_base) + skip, take};
+    left -= take;
+    skip = 0;
+  }
+  msghdr m{};
+  m.msg_name = const_cast<sockaddr*>(&p.addr.sa);
+  m.msg_namelen = p.addr_len;
+  m.msg_iov = v;
+  m.msg_iovlen = n;
+  if (::sendmsg(sock_.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+    const int e = errno;
+    if (e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS) return false;
+    // Anything else is a datagram the network lost: it is sent again.
+    WEFT_DBG(&provider(), FI_LOG_EP_DATA, "udp RDM: sendmsg to %s: %s",
+             util::format_sockaddr(&p.addr.sa).c_str(), std::strerror(e));
+  }
+  p.link.ack_sent();
+  return true;
+}
+
+void rdm_endpoint::send_ack(rdm_peer& p) noexcept {
+  rd::dgram h;
+  p.link.stamp_ack(h);
+  if (::sendto(sock_.get(), &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL, &p.addr.sa, p.addr_len) >=
+          0 ||
+      (errno != EAGAIN && errno != ENOBUFS))
+    p.link.ack_sent();
+}
+
+template <class Lock>
+bool rdm_endpoint::pump(rdm_peer& p, uint64_t now) noexcept {
+  while (p.unsent && p.link.window_open()) {
+    rdm_tx* t = p.unsent;
+    const uint64_t off = t->queued;
+    const auto bytes = uint32_t(std::min<uint64_t>(p.seg, t->hdr.len - off));
+    const uint8_t fl = (off == 0 ? rd::flag_first : 0) |
+                       (off + bytes == t->hdr.len ? rd::flag_last : 0);
+    if (!p.link.reserve()) return false;
+    rd::dgram h;
+    p.link.stamp_data(h, fl, bytes);
+    if (!send_datagram(p, h, *t, off, bytes)) return false;
+    p.link.sent(rd::flight{t, off, bytes, fl, false, 0}, now);
+    t->queued += bytes;
+    if (fl & rd::flag_last) p.unsent = t->next;
+  }
+  return true;
+}
+
+template <class Lock>
+ssize_t rdm_endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* context,
+                           uint64_t flags, uint64_t tag, uint64_t data) noexcept {
+  if (util::iov_refused(&provider(), "send", iov, count, max_iov)) return to_fi(errc::inval);
+  const size_t len = util::iov_total(iov, count);
+  if (len > max_msg_ || ((flags & FI_INJECT) && len > rdm_inject_size)) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send of %zu bytes exceeds %s %zu", len,
+              len > max_msg_ ? "max_msg_size" : "inject_size",
+              len > max_msg_ ? max_msg_ : rdm_inject_size);
+    return to_fi(errc::msgsize);
+  }
+  util::cq* cq = bound_.tx_cq.get();
+  const bool no_comp = flags & util::op_no_completion;
+  const bool completion = cq && !no_comp && (!bound_.tx_selective || (flags & FI_COMPLETION));
+  [[maybe_unused]] auto g = guard<Lock>();
+  int err = 0;
+  rdm_peer* p = peer_for_send(dest, &err);
+  if (!p) return err;
+  rdm_tx* t = take_tx();
+  if (!t) return to_fi(errc::again);
+  const bool tagged = flags & FI_TAGGED;
+  t->hdr = rd::msg{};
+  t->hdr.op = uint8_t(tagged ? rdm_op::tagged : rdm_op::msg) |
+              ((flags & FI_REMOTE_CQ_DATA) ? rdm_op_with_data : 0);
+  t->hdr.len = len;
+  t->hdr.tag = tag;
+  t->hdr.data = (flags & FI_REMOTE_CQ_DATA) ? data : 0;
+  if (flags & FI_INJECT) {
+    size_t off = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (!iov[i].iov_len) continue;  // a 0-byte iovec may have no base
+      std::memcpy(t->inject + off, iov[i].iov_base, iov[i].iov_len);
+      off += iov[i].iov_len;
+    }
+    t->iov[0] = {t->inject, len};
+    t->count = 1;
+  } else {
+    std::copy_n(iov, count, t->iov);
+    t->count = uint8_t(count);
+  }
+  t->peer = p;
+  t->complete = completion;
+  t->report = !no_comp;
+  t->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+  t->context = context;
+  t->queued = 0;
+  t->next = nullptr;
+  if (p->tail)
+    p->tail->next = t;
+  else
+    p->head = t;
+  p->tail = t;
+  if (!p->unsent) p->unsent = t;
+  mark_busy(*p);
+  pump<Lock>(*p, util::now_ns());
+  return 0;
+}
+
+// ---- completions ----
+
+template <class Lock>
+void rdm_endpoint::complete_tx(rdm_tx* t) noexcept {
+  if (t->complete) {
+    util::cq_entry ce{};
+    ce.op_context = t->context;
+    ce.flags = t->cq_flags;
+    ce.src = FI_ADDR_NOTAVAIL;
+    if (tx_deferred_head_ || !bound_.tx_cq->write<Lock>(ce)) {
+      // The CQ is full: the completion waits, in order, for room.
+      t->next = nullptr;
+      if (tx_deferred_tail_)
+        tx_deferred_tail_->next = t;
+      else
+        tx_deferred_head_ = t;
+      tx_deferred_tail_ = t;
+      return;
+    }
+  }
+  // fi_cntr(3): the send counter counts every completed send, injected or not.
+  if (util::cntr* c = bound_.send_cntr.get()) c->inc();
+  put_tx(t);
+}
+
+template <class Lock>
+void rdm_endpoint::complete_deferred() noexcept {
+  while (rdm_tx* t = tx_deferred_head_) {
+    util::cq_entry ce{};
+    ce.op_context = t->context;
+    ce.flags = t->cq_flags;
+    ce.src = FI_ADDR_NOTAVAIL;
+    if (!bound_.tx_cq->write<Lock>(ce)) return;
+    tx_deferred_head_ = t->next;
+    if (!tx_deferred_head_) tx_deferred_tail_ = nullptr;
+    if (util::cntr* c = bound_.send_cntr.get()) c->inc();
+    put_tx(t);
+  }
+}
+
+template <class Lock>
+void rdm_endpoint::fail_tx(rdm_tx* t, int err) noexcept {
+  util::cq* cq = bound_.tx_cq.get();
+  if (cq && t->report) {
+    fi_cq_err_entry e{};
+    e.op_context = t->context;
+    e.flags = t->cq_flags;
+    e.err = err;
+    e.prov_errno = err;
+    e.src_addr = FI_ADDR_NOTAVAIL;
+    if (!cq->write_error<Lock>(e))
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA, "transmit CQ full: error %d for %p lost", err,
+                t->context);
+  }
+  if (util::cntr* c = bound_.send_cntr.get()) c->inc_err();
+  put_tx(t);
+}
+
+template <class Lock>
+bool rdm_endpoint::write_rx(fi_peer_rx_entry* e) noexcept {
+  util::cq* cq = bound_.rx_cq.get();
+  if (!cq) return true;
+  const size_t total = util::iov_total(e->iov, e->count);
+  const size_t len = std::min(e->msg_size, total);
+  const uint64_t flags = e->flags & rx_report;
+  const uint64_t data = (flags & FI_REMOTE_CQ_DATA) ? e->cq_data : 0;
+  void* buf = e->count ? e->iov[0].iov_base : nullptr;
+  const fi_addr_t src = e->addr;
+  if (e->msg_size > total) {
+    fi_cq_err_entry err{};
+    err.op_context = e->context;
+    err.flags = flags;
+    err.len = len;
+    err.buf = buf;
+    err.data = data;
+    err.tag = e->tag;
+    err.olen = e->msg_size - len;
+    err.err = FI_ETRUNC;
+    err.prov_errno = FI_ETRUNC;
+    err.src_addr = src;
+    return cq->write_error<Lock>(err);
+  }
+  if (bound_.rx_selective && !(e->flags & (FI_COMPLETION | FI_MULTI_RECV))) return true;
+  return cq->write<Lock>({e->context, flags, len, buf, data, e->tag, src, 0});
+}
+
+template <class Lock>
+void rdm_endpoint::finish_rx(fi_peer_rx_entry* e) noexcept {
+  if (!write_rx<Lock>(e))
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "receive CQ full: the completion of %p is lost",
+              e->context);
+  const bool ok = e->msg_size <= util::iov_total(e->iov, e->count);
+  if (util::cntr* c = bound_.recv_cntr.get()) ok ? c->inc() : c->inc_err();
+  srx_->free_entry<Lock>(e);
+}
+
+template <class Lock>
+void rdm_endpoint::fail_rx(fi_peer_rx_entry* e, int err) noexcept {
+  if (util::cq* cq = bound_.rx_cq.get()) {
+    fi_cq_err_entry ce{};
+    ce.op_context = e->context;
+    ce.flags = e->flags & rx_report;
+    ce.tag = e->tag;
+    ce.err = err;
+    ce.prov_errno = err;
+    ce.src_addr = e->addr;
+    if (!cq->write_error<Lock>(ce))
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA, "receive CQ full: error %d for %p lost", err,
+                e->context);
+  }
+  if (util::cntr* c = bound_.recv_cntr.get()) c->inc_err();
+  srx_->free_entry<Lock>(e);
+}
+
+template <class Lock>
+void rdm_endpoint::drop_rx(rdm_peer& p, int err) noexcept {
+  fi_peer_rx_entry* e = std::exchange(p.rx, nullptr);
+  if (!e) return;
+  if (p.rx_unexp) {
+    free_unexp(static_cast<rdm_unexp*>(e->peer_context));
+    e->peer_context = nullptr;
+    srx_->free_entry<Lock>(e);
+  } else {
+    fail_rx<Lock>(e, err);
+  }
+}
+
+template <class Lock>
+void rdm_endpoint::fail_peer(rdm_peer& p, int err, const char* why) noexcept {
+  WEFT_WARN(&provider(), FI_LOG_EP_DATA, "udp RDM peer %s: %s; its operations fail",
+            util::format_sockaddr(&p.addr.sa).c_str(), why);
+  for (rdm_tx* t = std::exchange(p.head, nullptr); t;) {
+    rdm_tx* next = t->next;
+    fail_tx<Lock>(t, err);
+    t = next;
+  }
+  p.tail = p.unsent = nullptr;
+  drop_rx<Lock>(p, FI_EIO);
+  p.rx_dropped = false;
+  p.link.reset(next_epoch());
+}
+
+// ---- receiving ----
+
+template <class Lock>
+void rdm_endpoint::acked(rdm_peer& p, const rd::flight& f) noexcept {
+  if (!(f.flags & rd::flag_last)) return;
+  rdm_tx* t = static_cast<rdm_tx*>(f.msg);
+  // Messages are acknowledged in the order they were sent: t is the head.
+  p.head = t->next;
+  if (!p.head) p.tail = nullptr;
+  complete_tx<Lock>(t);
+}
+
+rdm_unexp* rdm_endpoint::alloc_unexp(size_t len, rdm_peer* from) noexcept {
+  if (unexp_bytes_.load(std::memory_order_relaxed) + len > cfg().rdm_unexp_limit) return nullptr;
+  auto* b = static_cast<rdm_unexp*>(std::malloc(sizeof(rdm_unexp) + (len ? len : 1)));
+  if (!b) return nullptr;
+  b->len = len;
+  b->from = from;
+  unexp_bytes_.fetch_add(len, std::memory_order_relaxed);
+  return b;
+}
+
+void rdm_endpoint::free_unexp(rdm_unexp* b) noexcept {
+  if (!b) return;
+  unexp_bytes_.fetch_sub(b->len, std::memory_order_relaxed);
+  std::free(b);
+}
+
+template <class Lock>
+bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
+  const rd::dgram& h = v.h;
+  util::cq* cq = bound_.rx_cq.get();
+  // A message's last datagram completes it: only with room for the
+  // completion (otherwise the peer sends it again later).
+  if ((h.flags & rd::flag_last) && cq && !cq->has_room<Lock>()) return false;
+  if (h.flags & rd::flag_first) {
+    if (p.rx || p.rx_dropped) {
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+                "udp RDM peer %s: a message began inside another; the first is dropped",
+                util::format_sockaddr(&p.addr.sa).c_str());
+      drop_rx<Lock>(p, FI_EIO);
+      p.rx_dropped = false;
+    }
+    const uint8_t op = v.m.op & ~rdm_op_with_data;
+    const bool tagged = op == uint8_t(rdm_op::tagged);
+    if ((op != uint8_t(rdm_op::msg) && !tagged) || v.m.len > rdm_max_msg) {
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+                "udp RDM peer %s: dropped a message (operation %u, %llu bytes)",
+                util::format_sockaddr(&p.addr.sa).c_str(), unsigned(v.m.op),
+                static_cast<unsigned long long>(v.m.len));
+      p.rx_dropped = !(h.flags & rd::flag_last);
+      return true;
+    }
+    if (p.src == FI_ADDR_NOTAVAIL) p.src = lookup(bound_.av_.get(), &p.addr.sa, p.addr_len);
+    fi_peer_match_attr a{p.src, v.m.len, v.m.tag};
+    fi_peer_rx_entry* e = nullptr;
+    int r = tagged ? srx_->get_tag<Lock>(face_, a, &e) : srx_->get_msg<Lock>(face_, a, &e);
+    if (r != 0 && r != to_fi(errc::noent)) return false;  // no entry now: later
+    if (r != 0) {
+      rdm_unexp* b = alloc_unexp(v.m.len, &p);
+      if (!b) {
+        // Past the unexpected-data bound: the message waits at its sender
+        // until receives take what is queued.
+        srx_->free_entry<Lock>(e);
+        return false;
+      }
+      e->peer_context = b;
+    }
+    if (v.m.op & rdm_op_with_data) {
+      e->cq_data = v.m.data;
+      e->flags |= FI_REMOTE_CQ_DATA;
+    }
+    p.rx = e;
+    p.rx_unexp = r != 0;
+    p.rx_off = 0;
+    p.rx_len = v.m.len;
+    // A message in the middle of arriving: if its sender falls silent, the
+    // receive fails after the peer timeout (progress checks it).
+    if (!(h.flags & rd::flag_last)) mark_busy(p);
+  }
+  if (!p.rx) {
+    // The rest of a dropped message: taken and thrown away.
+    if (!p.rx_dropped)
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA, "udp RDM peer %s: data outside any message dropped",
+                util::format_sockaddr(&p.addr.sa).c_str());
+    p.rx_dropped = !(h.flags & rd::flag_last);
+    return true;
+  }
+  fi_peer_rx_entry* e = p.rx;
+  if (p.rx_off + h.bytes > p.rx_len) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+              "udp RDM peer %s: more data than the message's %llu bytes; it is dropped",
+              util::format_sockaddr(&p.addr.sa).c_str(),
+              static_cast<unsigned long long>(p.rx_len));
+    drop_rx<Lock>(p, FI_EIO);
+    p.rx_dropped = !(h.flags & rd::flag_last);
+    return true;
+  }
+  if (h.bytes) {
+    if (p.rx_unexp) {
+      std::memcpy(static_cast<rdm_unexp*>(e->peer_context)->data + p.rx_off, v.payload, h.bytes);
+    } else {
+      // Into the posted buffer; what does not fit is cut (FI_ETRUNC at the end).
+      uint64_t skip = p.rx_off;
+      size_t left = h.bytes;
+      const std::byte* from = v.payload;
+      for (size_t i = 0; i < e->count && left; ++i) {
+        const size_t l = e->iov[i].iov_len;
+        if (skip >= l) {
+          skip -= l;
+          continue;
+        }
+        const size_t n = std::min<size_t>(l - skip, left);
+        std::memcpy(static_cast<char*>(e->iov[i].iov_base) + skip, from, n);
+        from += n;
+        left -= n;
+        skip = 0;
+      }
+    }
+  }
+  p.rx_off += h.bytes;
+  if (!(h.flags & rd::flag_last)) return true;
+  p.rx = nullptr;
+  if (p.rx_off != p.rx_len) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "udp RDM peer %s: a message ended short",
+              util::format_sockaddr(&p.addr.sa).c_str());
+    if (p.rx_unexp) {
+      free_unexp(static_cast<rdm_unexp*>(e->peer_context));
+      e->peer_context = nullptr;
+      srx_->free_entry<Lock>(e);
+    } else {
+      fail_rx<Lock>(e, FI_EIO);
+    }
+    return true;
+  }
+  if (!p.rx_unexp) {
+    finish_rx<Lock>(e);
+  } else if (e->flags & FI_TAGGED) {
+    srx_->queue_tag<Lock>(e);  // may start it at once: start takes no lock we hold
+  } else {
+    srx_->queue_msg<Lock>(e);
+  }
+  return true;
+}
+
+template <class Lock>
+int rdm_endpoint::start(fi_peer_rx_entry* e) noexcept {
+  auto* ep = static_cast<rdm_endpoint*>(e->srx->ep_fid.fid.context);
+  auto* b = static_cast<rdm_unexp*>(e->peer_context);
+  size_t left = std::min(e->msg_size, util::iov_total(e->iov, e->count));
+  const std::byte* from = b ? b->data : nullptr;
+  for (size_t i = 0; i < e->count && left; ++i) {
+    const size_t n = std::min(left, e->iov[i].iov_len);
+    if (n) std::memcpy(e->iov[i].iov_base, from, n);
+    from += n;
+    left -= n;
+  }
+  e->peer_context = nullptr;
+  ep->free_unexp(b);
+  ep->finish_rx<Lock>(e);
+  return 0;
+}
+
+template <class Lock>
+int rdm_endpoint::discard(fi_peer_rx_entry* e) noexcept {
+  auto* ep = static_cast<rdm_endpoint*>(e->srx->ep_fid.fid.context);
+  ep->free_unexp(static_cast<rdm_unexp*>(e->peer_context));
+  e->peer_context = nullptr;
+  ep->srx_->free_entry<Lock>(e);
+  return 0;
+}
+
+template <class Lock>
+ssize_t rdm_endpoint::post_msg(const iovec* iov, void** desc, size_t count, fi_addr_t src,
+                               void* context, uint64_t flags) noexcept {
+  return srx_->post_msg<Lock>(iov, desc, count, src, context, flags);
+}
+
+template <class Lock>
+ssize_t rdm_endpoint::post_tag(const iovec* iov, void** desc, size_t count, fi_addr_t src,
+                               uint64_t tag, uint64_t ignore, void* context,
+                               uint64_t flags) noexcept {
+  return srx_->post_tag<Lock>(iov, desc, count, src, tag, ignore, context, flags);
+}
+
+template <class Lock>
+void rdm_endpoint::on_datagram(const std::byte* buf, size_t n, const sockaddr_storage& from,
+                               socklen_t fromlen, uint64_t now) noexcept {
+  rd::view v;
+  if (rd::malformed m = rd::parse(buf, n, v); m != rd::malformed::none) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "udp RDM: dropped a datagram of %zu bytes from %s: %s",
+              n, util::format_sockaddr(reinterpret_cast<const sockaddr*>(&from)).c_str(),
+              rd::describe(m));
+    return;
+  }
+  rdm_peer* p = peer_from(from, fromlen);
+  if (!p) return;
+  auto on_ack = [&](const rd::flight& f) { acked<Lock>(*p, f); };
+  rd::verdict r = p->link.receive(v, now, on_ack);
+  if (r == rd::verdict::restart) {
+    if (p->head || p->rx) fail_peer<Lock>(*p, FI_ECONNRESET, "restarted");
+    else p->link.reset(next_epoch());
+    r = p->link.receive(v, now, on_ack);
+  }
+  p->heard_ns = now;
+  switch (r) {
+    case rd::verdict::deliver:
+      if (take_data<Lock>(*p, v)) p->link.consumed();
+      break;
+    case rd::verdict::invalid:
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+                "udp RDM peer %s: an acknowledgement of data never sent; ignored",
+                util::format_sockaddr(&p->addr.sa).c_str());
+      break;
+    default: break;
+  }
+  if (p->link.ack_due() && !p->ack_listed) {
+    try {
+      ack_list_.push_back(p);
+      p->ack_listed = true;
+    } catch (const std::bad_alloc&) {
+      send_ack(*p);
+    }
+  }
+  if (p->head) mark_busy(*p);
+}
+
+template <class Lock>
+void rdm_endpoint::progress() noexcept {
+  [[maybe_unused]] auto g = guard<Lock>();
+  if (tx_deferred_head_) complete_deferred<Lock>();
+  uint64_t now = util::now_ns();
+  for (int i = 0; i < rx_batch; ++i) {
+    sockaddr_storage from;
+    socklen_t fl = sizeof from;
+    ssize_t r = ::recvfrom(sock_.get(), rxbuf_.get(), proto::max_payload + 1, MSG_DONTWAIT,
+                           reinterpret_cast<sockaddr*>(&from), &fl);
+    if (r < 0) break;
+    on_datagram<Lock>(rxbuf_.get(), size_t(r), from, fl, now);
+  }
+  for (rdm_peer* p : ack_list_) {
+    p->ack_listed = false;
+    if (p->link.ack_due()) send_ack(*p);
+  }
+  ack_list_.clear();
+  for (size_t i = 0; i < busy_.size();) {
+    rdm_peer* p = busy_[i];
+    if (p->link.in_flight()) {
+      rd::tick_result t = p->link.tick(now, [&](const rd::flight& f, uint32_t seq) {
+        rd::dgram h;
+        p->link.stamp_resend(h, f, seq);
+        return send_datagram(*p, h, *static_cast<const rdm_tx*>(f.msg), f.offset, f.bytes);
+      });
+      if (t == rd::tick_result::dead) fail_peer<Lock>(*p, FI_ETIMEDOUT, "no answer");
+    }
+    if (p->rx && now - p->heard_ns >= rd_cfg_.peer_timeout_ns)
+      fail_peer<Lock>(*p, FI_ETIMEDOUT, "silent in the middle of a message");
+    pump<Lock>(*p, now);
+    if (!p->link.in_flight() && !p->unsent && !p->rx) {
+      p->link.trim();
+      p->busy_at = -1;
+      rdm_peer* last = busy_.back();
+      busy_.pop_back();
+      if (last != p) {
+        busy_[i] = last;
+        last->busy_at = int32_t(i);
+      }
+      continue;
+    }
+    ++i;
+  }
+}
+
+#define WEFT_UDP_RDM_INSTANTIATE(L)                                                              \
+  template const fi_ops_msg* rdm_endpoint::msg_table<L>() noexcept;                              \
+  template const fi_ops_tagged* rdm_endpoint::tagged_table<L>() noexcept;                        \
+  template void rdm_endpoint::progress<L>() noexcept;                                            \
+  template void rdm_endpoint::relabel<L>(bool) noexcept;                                         \
+  template void rdm_endpoint::drop_rx<L>(rdm_peer&, int) noexcept;
+
+WEFT_UDP_RDM_INSTANTIATE(util::null_lock)
+WEFT_UDP_RDM_INSTANTIATE(util::mutex_lock)
+
+}  // namespace weft::udp

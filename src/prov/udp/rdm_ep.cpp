@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: MIT
+// weft — the udp RDM endpoint: socket, names, bindings, enable, cancel, close.
+#include "core/log.hpp"
+#include "prov/udp/rdm.hpp"
+#include "util/av.hpp"
+#include "util/info_match.hpp"
+#include "util/net.hpp"
+#include "util/wait.hpp"
+
+#include <rdma/fi_cm.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+namespace weft::udp {
+
+namespace {
+
+bool is_rdm_ep(const fid* f) noexcept { return util::is_class(f, FI_CLASS_EP); }
+
+int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
+  if (!is_rdm_ep(f)) return to_fi(errc::inval);
+  return rdm_endpoint::from(f)->getname(addr, addrlen);
+}
+int cm_setname(fid_t f, void* addr, size_t addrlen) noexcept {
+  if (!is_rdm_ep(f)) return to_fi(errc::inval);
+  return rdm_endpoint::from(f)->setname(addr, addrlen);
+}
+
+const fi_ops_cm rdm_cm_ops = {
+    .size = sizeof(fi_ops_cm),
+    .setname = cm_setname,
+    .getname = cm_getname,
+    WEFT_NOSYS(fi_ops_cm, getpeer),
+    WEFT_NOSYS(fi_ops_cm, connect),
+    WEFT_NOSYS(fi_ops_cm, listen),
+    WEFT_NOSYS(fi_ops_cm, accept),
+    WEFT_NOSYS(fi_ops_cm, reject),
+    WEFT_NOSYS(fi_ops_cm, shutdown),
+    WEFT_NOSYS(fi_ops_cm, join),
+};
+
+constexpr fi_ops_tagged tagged_badstate_table = {
+    .size = sizeof(fi_ops_tagged),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, recv),    WEFT_FAIL(opbadstate, fi_ops_tagged, recvv),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, recvmsg), WEFT_FAIL(opbadstate, fi_ops_tagged, send),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, sendv),   WEFT_FAIL(opbadstate, fi_ops_tagged, sendmsg),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, inject),  WEFT_FAIL(opbadstate, fi_ops_tagged, senddata),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, injectdata),
+};
+
+// The socket buffers asked for: the kernel clamps them to net.core.rmem_max
+// and wmem_max. What the receive buffer really holds bounds the window we
+// advertise.
+constexpr int socket_buffer = 4 << 20;
+
+}  // namespace
+
+int rdm_endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out,
+                       void* context) noexcept {
+  auto* prov = &provider();
+  if (!offers(dom.api_version(), info)) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "the endpoint attributes ask for more than udp RDM offers");
+    return to_fi(errc::inval);
+  }
+  if (info.src_addr && !util::sockaddr_len(static_cast<const sockaddr*>(info.src_addr))) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "the source address is not an IP address");
+    return to_fi(errc::inval);
+  }
+  return abi_guard([&]() -> int {
+    auto ep = std::make_unique<rdm_endpoint>(dom, info, context);
+    const sockaddr* src = static_cast<const sockaddr*>(info.src_addr);
+    sockaddr_storage any{};
+    if (!src) {
+      any.ss_family = info.addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
+      src = reinterpret_cast<sockaddr*>(&any);
+    }
+    if (errc e = ep->open_socket(src, util::sockaddr_len(src)); e != errc::ok) return to_fi(e);
+    *out = ep.release();
+    return 0;
+  });
+}
+
+rdm_endpoint::rdm_endpoint(util::domain& dom, const fi_info& info, void* context)
+    : endpoint_object(FI_CLASS_EP, context),
+      domain_(&dom),
+      caps_(info.caps),
+      tx_op_flags_(info.tx_attr ? info.tx_attr->op_flags : 0),
+      rx_op_flags_(info.rx_attr ? info.rx_attr->op_flags : 0),
+      max_msg_(info.ep_attr->max_msg_size ? std::min(info.ep_attr->max_msg_size, rdm_max_msg)
+                                          : rdm_max_msg),
+      tx_size_(info.tx_attr && info.tx_attr->size ? info.tx_attr->size : 1024),
+      locked_(util::shared_objects_need_lock(dom.threading())) {
+  std::random_device rd;
+  epoch_seed_ = (uint64_t(rd()) << 32) ^ rd() ^ util::now_ns();
+  rd_cfg_.peer_timeout_ns = cfg().rdm_peer_timeout_ms * 1'000'000ull;
+  util::srx_attr a;
+  a.prov = &provider();
+  a.threading = dom.lock_threading();
+  a.size = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : 1024;
+  a.min_multi_recv = min_multi_recv_;
+  a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
+  srx_ = std::make_unique<util::srx>(a);
+  face_ = srx_->add_peer(peer_table(locked_), this);
+  tx_pool_ = std::make_unique<rdm_tx[]>(tx_size_);
+  for (size_t i = 0; i < tx_size_; ++i) put_tx(&tx_pool_[i]);
+  rxbuf_ = std::make_unique<std::byte[]>(proto::max_payload + 1);
+  busy_.reserve(64);
+  ack_list_.reserve(64);
+  hook_ = locked_ ? util::progress_hook{&progress_thunk<util::mutex_lock>, this}
+                  : util::progress_hook{&progress_thunk<util::null_lock>, this};
+  cm = const_cast<fi_ops_cm*>(&rdm_cm_ops);
+  msg = util::writable(util::msg_badstate);
+  tagged = const_cast<fi_ops_tagged*>(&tagged_badstate_table);
+}
+
+rdm_endpoint::~rdm_endpoint() = default;
+
+errc rdm_endpoint::open_socket(const sockaddr* addr, socklen_t len) {
+  util::unique_fd s{::socket(addr->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)};
+  if (!s.valid() || ::bind(s.get(), addr, len) != 0) {
+    int e = errno;
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "cannot open a UDP socket on %s: %s",
+              util::format_sockaddr(addr).c_str(), std::strerror(e));
+    return e == EADDRINUSE ? errc::addrinuse : e == EADDRNOTAVAIL ? errc::addrnotavail
+           : e == EMFILE                      ? errc::mfile
+                                              : errc::other;
+  }
+  int size = socket_buffer;
+  setsockopt(s.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+  setsockopt(s.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  int got = 0;
+  socklen_t gl = sizeof got;
+  getsockopt(s.get(), SOL_SOCKET, SO_RCVBUF, &got, &gl);
+  // Advertise what the receive buffer holds of full datagrams (the kernel
+  // counts about twice the payload per datagram), at least the protocol's
+  // minimum; a burst beyond it is lost and sent again.
+  rd_cfg_.window = std::max<uint32_t>(util::rd::min_window,
+                                      std::min<uint32_t>(256, uint32_t(got) / (2 * 65536) * 4));
+  local_len_ = sizeof local_;
+  ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&local_), &local_len_);
+  sock_ = std::move(s);
+  return errc::ok;
+}
+
+int rdm_endpoint::close() {
+  if (busy()) return to_fi(errc::busy);
+  bound_.unbind(this, sock_.get());
+  with_lock([&]<class Lock>() {
+    // Messages half-received or queued unexpected go back to the engine
+    // while this endpoint's peer face is still valid.
+    for (auto& p : peers_) {
+      if (fi_peer_rx_entry* e = std::exchange(p->rx, nullptr)) {
+        if (p->rx_unexp) {
+          free_unexp(static_cast<rdm_unexp*>(e->peer_context));
+          e->peer_context = nullptr;
+          srx_->free_entry<Lock>(e);
+        }
+      }
+    }
+    srx_->shutdown<Lock>();
+  });
+  delete this;
+  return 0;
+}
+
+int rdm_endpoint::bind(struct fid* bfid, uint64_t flags) {
+  if (enabled_) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind after fi_enable");
+    return to_fi(errc::opbadstate);
+  }
+  return bound_.bind(*domain_, bfid, flags, hook_, sock_.get());
+}
+
+int rdm_endpoint::control(int command, void* arg) {
+  switch (command) {
+    case FI_ENABLE: return enable();
+    default: {
+      int ret = util::ops_flags_control(&provider(), command, arg, tx_op_flags_, rx_op_flags_);
+      return ret == 1 ? to_fi(errc::nosys) : ret;
+    }
+  }
+}
+
+int rdm_endpoint::enable() {
+  if (enabled_) return 0;
+  if (int ret = bound_.check_enable(&provider(), FI_EP_RDM, caps_)) return ret;
+  want_source_ = (caps_ & FI_SOURCE) != 0;
+  if (bound_.av_) {
+    try {
+      bound_.av_->watch(this, &av_changed);  // unwatched by bound_.unbind
+    } catch (const std::bad_alloc&) {
+      return to_fi(errc::nomem);
+    }
+  }
+  srx_->set_cq(bound_.rx_cq.get());
+  srx_->set_min_multi_recv(min_multi_recv_);
+  with_lock([&]<class Lock>() {
+    msg = const_cast<fi_ops_msg*>(msg_table<Lock>());
+    tagged = const_cast<fi_ops_tagged*>(tagged_table<Lock>());
+  });
+  enabled_ = true;
+  return 0;
+}
+
+int rdm_endpoint::setopt(int level, int name, const void* val, size_t len) {
+  int r = endpoint_object::setopt(level, name, val, len);
+  if (r == 0 && name == FI_OPT_MIN_MULTI_RECV) srx_->set_min_multi_recv(min_multi_recv_);
+  return r;
+}
+
+int rdm_endpoint::getname(void* addr, size_t* addrlen) {
+  if (!addrlen) return to_fi(errc::inval);
+  size_t need = local_len_;
+  if (!addr || *addrlen < need) {
+    *addrlen = need;
+    return to_fi(errc::toosmall);
+  }
+  std::memcpy(addr, &local_, need);
+  *addrlen = need;
+  return 0;
+}
+
+int rdm_endpoint::setname(const void* addr, size_t addrlen) {
+  auto* sa = static_cast<const sockaddr*>(addr);
+  if (!addr || addrlen < util::sockaddr_len(sa) || !util::sockaddr_len(sa)) return to_fi(errc::inval);
+  if (enabled_) return to_fi(errc::opbadstate);
+  int old = sock_.get();
+  util::unique_fd keep{sock_.release()};
+  if (errc e = open_socket(sa, util::sockaddr_len(sa)); e != errc::ok) {
+    sock_ = std::move(keep);
+    return to_fi(e);
+  }
+  for (util::cq* c : {bound_.tx_cq.get(), bound_.rx_cq.get()})
+    if (c) c->remove_wait_fd(old), c->add_wait_fd(sock_.get());
+  return 0;
+}
+
+ssize_t rdm_endpoint::cancel(void* context) {
+  ssize_t r = 0;
+  with_lock([&]<class Lock>() { r = srx_->cancel<Lock>(context); });
+  // -FI_ENOENT when no receive has that context (as every weft endpoint
+  // answers). Sends are not cancelled: once queued they are the peer's to
+  // acknowledge.
+  return r;
+}
+
+ssize_t rdm_endpoint::rx_size_left() {
+  if (!enabled_) return to_fi(errc::opbadstate);
+  ssize_t r = 0;
+  with_lock([&]<class Lock>() { r = srx_->rx_size_left<Lock>(); });
+  return r;
+}
+
+ssize_t rdm_endpoint::tx_size_left() {
+  if (!enabled_) return to_fi(errc::opbadstate);
+  auto g = std::unique_lock<util::fast_mutex>{lock_.m, std::defer_lock};
+  if (locked_) g.lock();
+  return static_cast<ssize_t>(tx_free_count_);
+}
+
+rdm_tx* rdm_endpoint::take_tx() noexcept {
+  rdm_tx* t = tx_free_;
+  if (!t) return nullptr;
+  tx_free_ = t->next;
+  --tx_free_count_;
+  t->next = nullptr;
+  return t;
+}
+
+void rdm_endpoint::put_tx(rdm_tx* t) noexcept {
+  t->next = tx_free_;
+  tx_free_ = t;
+  ++tx_free_count_;
+}
+
+}  // namespace weft::udp
