@@ -59,13 +59,13 @@ TEST(logging_import, refusals_reach_the_applications_logger) {
   ASSERT_EQ(rec.ret, 0);
   fi_info* hints = fi_allocinfo();
   hints->fabric_attr->prov_name = strdup("udp");
-  hints->ep_attr->type = FI_EP_RDM;
+  hints->ep_attr->type = FI_EP_MSG;
   fi_info* info = nullptr;
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info), -FI_ENODATA);
   auto got = rec.with("rejects the hints");
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].rfind("udp|", 0), 0u) << got[0];  // logged as the provider
-  EXPECT_NE(got[0].find("at ep_attr->type: asked FI_EP_RDM, offers FI_EP_DGRAM"),
+  EXPECT_NE(got[0].find("at ep_attr->type: asked FI_EP_MSG, offers FI_EP_DGRAM"),
             std::string::npos)
       << got[0];
   fi_freeinfo(hints);

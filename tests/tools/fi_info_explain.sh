@@ -12,10 +12,10 @@ check() { # name, command...
 }
 run() { LD_LIBRARY_PATH=$lib "$tools/fi_info" "$@"; }
 
-out=$(run --explain -p udp -t FI_EP_RDM 2>/dev/null); rc=$?
+out=$(run --explain -p udp -t FI_EP_MSG 2>/dev/null); rc=$?
 echo "$out"
-check "udp asked for FI_EP_RDM: the endpoint type is named" \
-  grep -q "^udp: ep_attr->type: asked FI_EP_RDM, offers FI_EP_DGRAM$" <<<"$out"
+check "udp asked for FI_EP_MSG: the endpoint type is named" \
+  grep -q "^udp: ep_attr->type: asked FI_EP_MSG, offers FI_EP_DGRAM$" <<<"$out"
 check "nothing found exits non-zero" test $rc -ne 0
 
 out=$(run -x -c "FI_MSG|FI_COLLECTIVE" 2>/dev/null)

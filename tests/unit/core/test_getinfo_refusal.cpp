@@ -63,8 +63,8 @@ void expect_refusal(const outcome& o, const char* prov, const char* field,
 }
 
 TEST(getinfo_refusal, udp_names_the_endpoint_type_it_lacks) {
-  auto h = hints_for("udp", FI_EP_RDM);
-  expect_refusal(ask(h), "udp", "ep_attr->type", "asked FI_EP_RDM, offers FI_EP_DGRAM");
+  auto h = hints_for("udp", FI_EP_MSG);
+  expect_refusal(ask(h), "udp", "ep_attr->type", "asked FI_EP_MSG, offers FI_EP_DGRAM");
 }
 
 TEST(getinfo_refusal, collective_is_refused_everywhere_it_is_asked) {

@@ -1,0 +1,441 @@
+// SPDX-License-Identifier: MIT
+// weft — udp FI_EP_RDM beyond the shared suite: a network that loses,
+// duplicates and reorders datagrams (a proxy between two endpoints), hostile
+// datagrams from a plain socket, and a peer restarted on the same port.
+#include "ports.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include <gtest/gtest.h>
+
+#include <poll.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace conformance {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// The common objects: fabric, domain, one CQ and one AV, and endpoints on
+// chosen loopback ports.
+struct stack {
+  fi_info* info = nullptr;
+  fid_fabric* fab = nullptr;
+  fid_domain* dom = nullptr;
+  fid_cq* cq = nullptr;
+  fid_av* av = nullptr;
+  std::vector<fid_ep*> eps;
+
+  stack() {
+    fi_info* hints = fi_allocinfo();
+    hints->caps = FI_MSG | FI_TAGGED | FI_SOURCE;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->addr_format = FI_SOCKADDR_IN;
+    hints->fabric_attr->prov_name = strdup("udp");
+    int r = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", nullptr, 0, hints, &info);
+    fi_freeinfo(hints);
+    if (r) {
+      ADD_FAILURE() << "udp RDM: fi_getinfo: " << fi_strerror(-r);
+      return;
+    }
+    EXPECT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+    EXPECT_EQ(fi_domain(fab, info, &dom, nullptr), 0);
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_TAGGED;
+    ca.size = 1024;
+    EXPECT_EQ(fi_cq_open(dom, &ca, &cq, nullptr), 0);
+    fi_av_attr aa{};
+    aa.type = FI_AV_TABLE;
+    EXPECT_EQ(fi_av_open(dom, &aa, &av, nullptr), 0);
+  }
+  ~stack() {
+    for (auto it = eps.rbegin(); it != eps.rend(); ++it) fi_close(&(*it)->fid);
+    for (fid* f : {av ? &av->fid : nullptr, cq ? &cq->fid : nullptr, dom ? &dom->fid : nullptr,
+                   fab ? &fab->fid : nullptr})
+      if (f) fi_close(f);
+    fi_freeinfo(info);
+  }
+  // An enabled endpoint bound to 127.0.0.1:port (0: any port).
+  fid_ep* endpoint(uint16_t port = 0) {
+    fi_info* i = fi_dupinfo(info);
+    sockaddr_in at = loopback(port);
+    free(i->src_addr);
+    i->src_addr = malloc(sizeof at);
+    std::memcpy(i->src_addr, &at, sizeof at);
+    i->src_addrlen = sizeof at;
+    fid_ep* ep = nullptr;
+    int r = fi_endpoint(dom, i, &ep, nullptr);
+    fi_freeinfo(i);
+    if (r) return ADD_FAILURE() << "fi_endpoint: " << fi_strerror(-r), nullptr;
+    eps.push_back(ep);
+    EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
+    EXPECT_EQ(fi_enable(ep), 0);
+    return ep;
+  }
+  sockaddr_in name(fid_ep* ep) {
+    sockaddr_in a{};
+    size_t len = sizeof a;
+    EXPECT_EQ(fi_getname(&ep->fid, &a, &len), 0);
+    return a;
+  }
+  fi_addr_t insert(const sockaddr_in& a) {
+    fi_addr_t fa = FI_ADDR_NOTAVAIL;
+    EXPECT_EQ(fi_av_insert(av, &a, 1, &fa, 0, nullptr), 1);
+    return fa;
+  }
+  // Reads the CQ until `ctx` completes (1), fails (-FI_EAVAIL, err filled)
+  // or `seconds` pass (0). Other completions are kept in `done`.
+  std::vector<fi_cq_tagged_entry> done;
+  int wait_for(void* ctx, fi_cq_err_entry* err = nullptr, int seconds = 20) {
+    for (auto it = done.begin(); it != done.end(); ++it)
+      if (it->op_context == ctx) return done.erase(it), 1;
+    auto until = clock_type::now() + std::chrono::seconds(seconds);
+    while (clock_type::now() < until) {
+      fi_cq_tagged_entry e[8];
+      ssize_t n = fi_cq_read(cq, e, 8);
+      if (n == -FI_EAVAIL) {
+        fi_cq_err_entry ee{};
+        fi_cq_readerr(cq, &ee, 0);
+        if (err) *err = ee;
+        if (ee.op_context == ctx) return -FI_EAVAIL;
+        ADD_FAILURE() << "an error for another operation: " << fi_strerror(ee.err);
+        continue;
+      }
+      bool found = false;
+      for (ssize_t k = 0; k < n; ++k)
+        if (e[k].op_context == ctx)
+          found = true;
+        else
+          done.push_back(e[k]);
+      if (found) return 1;
+    }
+    return 0;
+  }
+};
+
+std::vector<char> pattern(size_t n, unsigned seed) {
+  std::vector<char> b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = char((i * 7 + seed * 131 + (i >> 9)) & 0xff);
+  return b;
+}
+
+// A UDP proxy between two endpoints: each talks to one of its sockets as if
+// it were the other. It drops, duplicates and reorders what it forwards.
+struct lossy_proxy {
+  int toward_a = -1, toward_b = -1;  // a sends to toward_a's port; b to toward_b's
+  sockaddr_in a{}, b{};
+  double loss, dup, reorder;
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> dropped{0}, duplicated{0}, reordered{0};
+  std::thread t;
+
+  lossy_proxy(sockaddr_in a_, sockaddr_in b_, double l, double d, double r)
+      : a(a_), b(b_), loss(l), dup(d), reorder(r) {
+    toward_a = open_socket();
+    toward_b = open_socket();
+    t = std::thread([this] { run(); });
+  }
+  ~lossy_proxy() {
+    stop = true;
+    t.join();
+    ::close(toward_a);
+    ::close(toward_b);
+  }
+  static int open_socket() {
+    int s = ::socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in any = loopback(0);
+    ::bind(s, reinterpret_cast<sockaddr*>(&any), sizeof any);
+    int size = 8 << 20;
+    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    setsockopt(s, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+    return s;
+  }
+  static sockaddr_in name_of(int s) {
+    sockaddr_in n{};
+    socklen_t l = sizeof n;
+    ::getsockname(s, reinterpret_cast<sockaddr*>(&n), &l);
+    return n;
+  }
+  void run() {
+    std::mt19937 rng(4242);
+    auto chance = [&](double p) { return std::uniform_real_distribution<>(0, 1)(rng) < p; };
+    struct held {
+      int via;
+      sockaddr_in to;
+      std::vector<char> d;
+    };
+    std::deque<held> late;  // reordered datagrams go out after the next one
+    std::vector<char> buf(70000);
+    pollfd p[2] = {{toward_a, POLLIN, 0}, {toward_b, POLLIN, 0}};
+    while (!stop) {
+      if (::poll(p, 2, 5) <= 0) {
+        while (!late.empty()) {  // nothing else came: let them go
+          auto& h = late.front();
+          ::sendto(h.via, h.d.data(), h.d.size(), 0, reinterpret_cast<sockaddr*>(&h.to),
+                   sizeof h.to);
+          late.pop_front();
+        }
+        continue;
+      }
+      for (int k = 0; k < 2; ++k) {
+        if (!(p[k].revents & POLLIN)) continue;
+        ssize_t n = ::recv(p[k].fd, buf.data(), buf.size(), MSG_DONTWAIT);
+        if (n < 0) continue;
+        // What came toward a's side is from b, and goes out the other
+        // socket to a (which knows that socket as b), and vice versa.
+        int via = k == 0 ? toward_b : toward_a;
+        sockaddr_in to = k == 0 ? b : a;
+        if (chance(loss)) {
+          ++dropped;
+          continue;
+        }
+        held h{via, to, std::vector<char>(buf.begin(), buf.begin() + n)};
+        if (chance(reorder)) {
+          ++reordered;
+          late.push_back(std::move(h));
+          continue;
+        }
+        int copies = chance(dup) ? (++duplicated, 2) : 1;
+        for (int c = 0; c < copies; ++c)
+          ::sendto(via, h.d.data(), h.d.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+        while (!late.empty()) {
+          auto& l = late.front();
+          ::sendto(l.via, l.d.data(), l.d.size(), 0, reinterpret_cast<sockaddr*>(&l.to),
+                   sizeof l.to);
+          late.pop_front();
+        }
+      }
+    }
+  }
+};
+
+// The hostile network (5% loss, 10% reordering, 1% duplication),
+// made by a proxy since netem is not available everywhere: messages from 0 B
+// to 16 MiB, both ways, tagged and not, arrive once, in order, byte for byte.
+TEST(udp_rdm, messages_cross_a_network_that_loses_duplicates_and_reorders) {
+  stack s;
+  ASSERT_TRUE(s.dom);
+  fid_ep* a = s.endpoint();
+  fid_ep* b = s.endpoint();
+  ASSERT_TRUE(a && b);
+  lossy_proxy px(s.name(a), s.name(b), 0.05, 0.01, 0.10);
+  // a knows b as the proxy socket that forwards to b (toward_a: what a
+  // sends there goes to b), and b knows a as toward_b.
+  fi_addr_t b_for_a = s.insert(lossy_proxy::name_of(px.toward_a));
+  fi_addr_t a_for_b = s.insert(lossy_proxy::name_of(px.toward_b));
+  const size_t sizes[] = {0, 1, 100, 8192, 65536 + 1, 1 << 20, 16 << 20};
+  unsigned seed = 1;
+  for (size_t size : sizes) {
+    for (int dir = 0; dir < 2; ++dir) {
+      fid_ep* from = dir ? b : a;
+      fid_ep* to = dir ? a : b;
+      fi_addr_t dest = dir ? a_for_b : b_for_a;
+      auto out = pattern(size, seed);
+      std::vector<char> in(size + 16, 0);
+      fi_context sctx, rctx;
+      const bool tagged = (seed & 1) != 0;
+      if (tagged)
+        ASSERT_EQ(fi_trecv(to, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, seed, 0, &rctx), 0);
+      else
+        ASSERT_EQ(fi_recv(to, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+      ssize_t r;
+      do {
+        r = tagged ? fi_tsend(from, out.data(), size, nullptr, dest, seed, &sctx)
+                   : fi_send(from, out.data(), size, nullptr, dest, &sctx);
+        if (r == -FI_EAGAIN) fi_cq_read(s.cq, nullptr, 0);
+      } while (r == -FI_EAGAIN);
+      ASSERT_EQ(r, 0);
+      fi_cq_err_entry err{};
+      ASSERT_EQ(s.wait_for(&rctx, &err, 60), 1) << size << " bytes, direction " << dir << ": "
+                                                << fi_strerror(err.err);
+      ASSERT_EQ(s.wait_for(&sctx, &err, 60), 1) << size << " bytes: the send";
+      ASSERT_EQ(0, std::memcmp(in.data(), out.data(), size)) << size << " bytes";
+      ++seed;
+    }
+  }
+  // Nothing more arrives: no message was delivered twice.
+  char extra[16];
+  fi_context xctx;
+  ASSERT_EQ(fi_recv(b, extra, sizeof extra, nullptr, FI_ADDR_UNSPEC, &xctx), 0);
+  auto until = clock_type::now() + std::chrono::milliseconds(300);
+  while (clock_type::now() < until) {
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(fi_cq_read(s.cq, &e, 1), -FI_EAGAIN) << "a completion nobody asked for";
+  }
+  EXPECT_GT(px.dropped.load(), 0u);
+  EXPECT_GT(px.reordered.load(), 0u);
+  EXPECT_GT(px.duplicated.load(), 0u);
+  fi_cancel(&b->fid, &xctx);
+}
+
+// Datagrams no correct peer sends: each is dropped and changes nothing; the
+// endpoint keeps serving its real peer.
+TEST(udp_rdm, hostile_datagrams_are_dropped_and_change_nothing) {
+  stack s;
+  ASSERT_TRUE(s.dom);
+  fid_ep* a = s.endpoint();
+  fid_ep* b = s.endpoint();
+  ASSERT_TRUE(a && b);
+  sockaddr_in b_name = s.name(b);
+  fi_addr_t fb = s.insert(b_name);
+
+  int h = ::socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in any = loopback(0);
+  ASSERT_EQ(::bind(h, reinterpret_cast<sockaddr*>(&any), sizeof any), 0);
+  auto shoot = [&](const void* d, size_t n) {
+    ::sendto(h, d, n, 0, reinterpret_cast<const sockaddr*>(&b_name), sizeof b_name);
+  };
+  // The header as the wire format documents it (rd_proto.hpp): magic 0xd7,
+  // version 1, kind (1 data, 2 ack), flags (1 first, 2 last), then
+  // epoch, to_epoch, seq, ack, window, bytes, reserved as 32-bit integers,
+  // then on a first datagram op, 7 reserved bytes, len, tag, data.
+  struct hdr {
+    uint8_t magic = 0xd7, version = 1, kind = 1, flags = 3;
+    uint32_t epoch = 77, to_epoch = 0, seq = 0, ack = 0, window = 16, bytes = 0, reserved = 0;
+  };
+  struct msg {
+    uint8_t op = 1, reserved[7] = {};
+    uint64_t len = 0, tag = 0, data = 0;
+  };
+  static_assert(sizeof(hdr) == 32 && sizeof(msg) == 32);
+  std::vector<char> d(64 + 16);
+  auto build = [&](hdr hh, msg mm, size_t payload) {
+    hh.bytes = uint32_t(payload);
+    std::memcpy(d.data(), &hh, 32);
+    std::memcpy(d.data() + 32, &mm, 32);
+    return size_t(64 + payload);
+  };
+  // Malformed: too short, another protocol, another version, a length that
+  // lies, reserved bits, an ack carrying payload.
+  shoot("x", 1);
+  {
+    hdr hh;
+    hh.magic = 0x45;
+    shoot(&hh, sizeof hh);
+  }
+  {
+    hdr hh;
+    hh.version = 9;
+    msg mm;
+    shoot(d.data(), build(hh, mm, 0));
+  }
+  {
+    hdr hh;
+    msg mm;
+    mm.len = 4;
+    size_t n = build(hh, mm, 4);
+    shoot(d.data(), n - 1);  // one payload byte short of what it says
+  }
+  {
+    hdr hh;
+    hh.kind = 2;
+    hh.flags = 0;
+    hh.bytes = 5;
+    shoot(&hh, sizeof hh);
+  }
+  // Well-formed but wrong: a stream that does not start at 0, and a
+  // message's continuation that runs past its length.
+  {
+    hdr hh;
+    hh.epoch = 99;
+    hh.seq = 123456;
+    msg mm;
+    mm.len = 4;
+    shoot(d.data(), build(hh, mm, 4));
+  }
+  {
+    hdr hh;
+    hh.epoch = 55;
+    hh.flags = 1;  // first, not last
+    msg mm;
+    mm.len = 8;
+    shoot(d.data(), build(hh, mm, 4));
+    hdr cont;
+    cont.epoch = 55;
+    cont.flags = 2;
+    cont.seq = 1;
+    cont.bytes = 12;  // 4 + 12 > 8
+    std::vector<char> c(32 + 12, 'z');
+    std::memcpy(c.data(), &cont, 32);
+    shoot(c.data(), c.size());
+  }
+  // An operation code no weft endpoint sends.
+  {
+    hdr hh;
+    hh.epoch = 66;
+    msg mm;
+    mm.op = 42;
+    mm.len = 3;
+    shoot(d.data(), build(hh, mm, 3));
+  }
+  // The endpoint reads them all (a receive posted meanwhile could take the
+  // well-formed start of a message that is then cut short, and fail, as a
+  // receive matched to any peer that breaks off does).
+  auto settle = clock_type::now() + std::chrono::milliseconds(100);
+  while (clock_type::now() < settle) {
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(fi_cq_read(s.cq, &e, 1), -FI_EAGAIN) << "a hostile datagram made a completion";
+  }
+  // The real peer's message still arrives, and is the only one.
+  char in[32] = {};
+  fi_context rctx;
+  ASSERT_EQ(fi_recv(b, in, sizeof in, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  fi_context sctx;
+  ASSERT_EQ(fi_send(a, "real", 5, nullptr, fb, &sctx), 0);
+  ASSERT_EQ(s.wait_for(&rctx), 1);
+  EXPECT_STREQ(in, "real");
+  ASSERT_EQ(s.wait_for(&sctx), 1);
+  fi_context xctx;
+  char extra[32];
+  ASSERT_EQ(fi_recv(b, extra, sizeof extra, nullptr, FI_ADDR_UNSPEC, &xctx), 0);
+  auto until = clock_type::now() + std::chrono::milliseconds(200);
+  while (clock_type::now() < until) {
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(fi_cq_read(s.cq, &e, 1), -FI_EAGAIN) << "a hostile datagram made a message";
+  }
+  EXPECT_EQ(fi_cancel(&b->fid, &xctx), 0);
+  ::close(h);
+}
+
+// A process restarted on the same port (as test harnesses do, run after
+// run) is a new peer: its messages arrive, from a fresh stream.
+TEST(udp_rdm, a_peer_restarted_on_the_same_port_is_heard_afresh) {
+  stack s;
+  ASSERT_TRUE(s.dom);
+  fid_ep* a = s.endpoint();
+  ASSERT_TRUE(a);
+  fi_addr_t fa = s.insert(s.name(a));
+  uint16_t port = free_port();
+  for (int round = 0; round < 3; ++round) {
+    fid_ep* b = s.endpoint(port);
+    ASSERT_TRUE(b);
+    for (int i = 0; i < 5; ++i) {
+      auto out = pattern(3000 + round * 70000, unsigned(round * 10 + i));
+      std::vector<char> in(out.size());
+      fi_context rctx, sctx;
+      ASSERT_EQ(fi_recv(a, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+      ASSERT_EQ(fi_send(b, out.data(), out.size(), nullptr, fa, &sctx), 0);
+      ASSERT_EQ(s.wait_for(&rctx, nullptr, 10), 1) << "round " << round << " message " << i;
+      ASSERT_EQ(s.wait_for(&sctx, nullptr, 10), 1);
+      ASSERT_EQ(in, out);
+    }
+    s.eps.pop_back();
+    ASSERT_EQ(fi_close(&b->fid), 0);
+  }
+}
+
+}  // namespace
+}  // namespace conformance
