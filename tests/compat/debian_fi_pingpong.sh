@@ -61,6 +61,8 @@ pair() { # server client provider endpoint mode
 for combo in "$deb $ours" "$ours $deb" "$ours $ours" "$deb $deb"; do
   set -- $combo
   pair "$1" "$2" udp dgram msg
+  pair "$1" "$2" udp rdm msg
+  pair "$1" "$2" udp rdm tagged
   pair "$1" "$2" shm rdm msg
   pair "$1" "$2" shm rdm tagged
   for ep in msg rdm; do

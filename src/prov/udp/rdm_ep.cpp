@@ -9,6 +9,7 @@
 
 #include <rdma/fi_cm.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -133,11 +134,12 @@ errc rdm_endpoint::open_socket(const sockaddr* addr, socklen_t len) {
   int got = 0;
   socklen_t gl = sizeof got;
   getsockopt(s.get(), SOL_SOCKET, SO_RCVBUF, &got, &gl);
-  // Advertise what the receive buffer holds of full datagrams (the kernel
-  // counts about twice the payload per datagram), at least the protocol's
-  // minimum; a burst beyond it is lost and sent again.
-  rd_cfg_.window = std::max<uint32_t>(util::rd::min_window,
-                                      std::min<uint32_t>(256, uint32_t(got) / (2 * 65536) * 4));
+  // Advertise what the receive buffer holds of full datagrams: the kernel
+  // charges a datagram about twice its payload against the buffer's
+  // (doubled) size. At least the protocol's minimum; a burst beyond what the
+  // buffer takes is lost and sent again.
+  rd_cfg_.window = std::clamp<uint32_t>(uint32_t(got) / (2 * uint32_t(rdm_max_seg + 1024)),
+                                        util::rd::min_window, 256);
   local_len_ = sizeof local_;
   ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&local_), &local_len_);
   sock_ = std::move(s);
