@@ -33,5 +33,7 @@ TSAN_OPTIONS=halt_on_error=1:die_after_fork=0 ctest --test-dir build-tsan --outp
 
 echo "== fuzz: tcp frame reader, 30 s"
 bash fuzz/run_tcp_frame.sh 30 || status=1
+echo "== fuzz: reliable datagrams (udp RDM), 20 s"
+bash fuzz/run_rd.sh 20 || status=1
 
 exit $status

@@ -85,6 +85,27 @@ enum class verdict : uint8_t {
 
 enum class tick_result : uint8_t { idle, ok, dead };
 
+// A message put together from in-order data datagrams: checks that each
+// datagram fits the length its first one announced. The caller copies the
+// payload to the message's buffer at `off` (read before add()).
+struct assembly {
+  enum class fit : uint8_t {
+    ok,         // taken; more to come
+    complete,   // taken; the message is whole
+    overflow,   // more payload than the message has left: nothing taken
+    short_end,  // the last datagram, and the message is short of its length
+  };
+  uint64_t len = 0;  // the message's payload bytes
+  uint64_t off = 0;  // received so far
+  void begin(uint64_t message_len) noexcept { len = message_len, off = 0; }
+  fit add(uint32_t bytes, bool last) noexcept {
+    if (bytes > len - off) return fit::overflow;
+    off += bytes;
+    if (!last) return fit::ok;
+    return off == len ? fit::complete : fit::short_end;
+  }
+};
+
 class link {
  public:
   link() noexcept = default;

@@ -81,8 +81,7 @@ struct rdm_peer {
   fi_peer_rx_entry* rx = nullptr;
   bool rx_unexp = false;
   bool rx_dropped = false;          // no entry: its datagrams are acknowledged and dropped
-  uint64_t rx_off = 0;
-  uint64_t rx_len = 0;
+  util::rd::assembly rx_as;         // its length and how much has come
   uint64_t heard_ns = 0;            // when its last datagram came
   // Lists of the endpoint this peer is on (an index, or -1).
   int32_t busy_at = -1;             // something in flight or unsent: timers and sends to run

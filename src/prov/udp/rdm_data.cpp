@@ -534,8 +534,7 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
     }
     p.rx = e;
     p.rx_unexp = r != 0;
-    p.rx_off = 0;
-    p.rx_len = v.m.len;
+    p.rx_as.begin(v.m.len);
     // A message in the middle of arriving: if its sender falls silent, the
     // receive fails after the peer timeout (progress checks it).
     if (!(h.flags & rd::flag_last)) mark_busy(p);
@@ -549,21 +548,23 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
     return true;
   }
   fi_peer_rx_entry* e = p.rx;
-  if (p.rx_off + h.bytes > p.rx_len) {
+  const uint64_t at = p.rx_as.off;
+  const rd::assembly::fit fit = p.rx_as.add(h.bytes, h.flags & rd::flag_last);
+  if (fit == rd::assembly::fit::overflow) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA,
               "udp RDM peer %s: more data than the message's %llu bytes; it is dropped",
               util::format_sockaddr(&p.addr.sa).c_str(),
-              static_cast<unsigned long long>(p.rx_len));
+              static_cast<unsigned long long>(p.rx_as.len));
     drop_rx<Lock>(p, FI_EIO);
     p.rx_dropped = !(h.flags & rd::flag_last);
     return true;
   }
   if (h.bytes) {
     if (p.rx_unexp) {
-      std::memcpy(static_cast<rdm_unexp*>(e->peer_context)->data + p.rx_off, v.payload, h.bytes);
+      std::memcpy(static_cast<rdm_unexp*>(e->peer_context)->data + at, v.payload, h.bytes);
     } else {
       // Into the posted buffer; what does not fit is cut (FI_ETRUNC at the end).
-      uint64_t skip = p.rx_off;
+      uint64_t skip = at;
       size_t left = h.bytes;
       const std::byte* from = v.payload;
       for (size_t i = 0; i < e->count && left; ++i) {
@@ -580,10 +581,9 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
       }
     }
   }
-  p.rx_off += h.bytes;
-  if (!(h.flags & rd::flag_last)) return true;
+  if (fit == rd::assembly::fit::ok) return true;
   p.rx = nullptr;
-  if (p.rx_off != p.rx_len) {
+  if (fit == rd::assembly::fit::short_end) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "udp RDM peer %s: a message ended short",
               util::format_sockaddr(&p.addr.sa).c_str());
     if (p.rx_unexp) {
