@@ -28,6 +28,7 @@
 #include <netinet/in.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -47,6 +48,24 @@ inline constexpr uint8_t rdm_op_with_data = 0x80;  // remote CQ data in msg.data
 
 struct rdm_peer;
 
+// A peer's socket address as the key of the endpoint's peer table: the
+// sockaddr_in or sockaddr_in6 bytes, zero-padded.
+struct alignas(8) peer_key {
+  uint8_t bytes[sizeof(sockaddr_in6)] = {};
+  socklen_t len = 0;
+  bool operator==(const peer_key& o) const noexcept {
+    return len == o.len && std::memcmp(bytes, o.bytes, sizeof bytes) == 0;
+  }
+  const sockaddr* sa() const noexcept { return reinterpret_cast<const sockaddr*>(bytes); }
+};
+struct peer_key_hash {
+  size_t operator()(const peer_key& k) const noexcept {
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+    for (uint8_t b : k.bytes) h = (h ^ b) * 0x100000001b3ull;
+    return size_t(h ^ k.len);
+  }
+};
+
 // One message being sent, from fi_send to its acknowledgement.
 struct rdm_tx {
   rdm_tx* next;          // in its peer's queue, or the free list
@@ -63,15 +82,11 @@ struct rdm_tx {
 };
 
 // What an endpoint knows of one peer. Idle (nothing in flight) it is this
-// struct: the link's ring is released by trim().
+// struct in a node of the endpoint's peer table (a little under 256 bytes
+// with its key, checked below): the link's ring is released by trim().
 struct rdm_peer {
   util::rd::link link;
-  union {
-    sockaddr sa;
-    sockaddr_in in;
-    sockaddr_in6 in6;
-  } addr;
-  socklen_t addr_len = 0;
+  const peer_key* key = nullptr;    // its address: the table's key
   uint32_t seg = 0;                 // payload bytes per datagram to this peer
   fi_addr_t src = FI_ADDR_NOTAVAIL;  // how completions name it (FI_ADDR_NOTAVAIL: not in the AV)
   rdm_tx* head = nullptr;           // messages not yet acknowledged, oldest first
@@ -86,7 +101,13 @@ struct rdm_peer {
   // Lists of the endpoint this peer is on (an index, or -1).
   int32_t busy_at = -1;             // something in flight or unsent: timers and sends to run
   bool ack_listed = false;
+
+  const sockaddr* sa() const noexcept { return key->sa(); }
+  socklen_t sa_len() const noexcept { return key->len; }
 };
+// A node of the peer table holds the hash, the key and the peer.
+static_assert(sizeof(rdm_peer) + sizeof(peer_key) + 2 * sizeof(void*) <= 240,
+              "an idle peer costs at most 256 bytes with the allocator's header");
 
 // An unexpected message's bytes, until a receive takes them.
 struct rdm_unexp {
@@ -165,7 +186,6 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   // Peers (rdm_data.cpp). Under the endpoint lock.
   rdm_peer* peer_for_send(fi_addr_t dest, int* err) noexcept;
   rdm_peer* peer_from(const sockaddr_storage& from, socklen_t len) noexcept;
-  rdm_peer* new_peer(const sockaddr* sa, socklen_t len) noexcept;
   uint32_t next_epoch() noexcept;
   void mark_busy(rdm_peer& p) noexcept;
   // Sends what p's window takes; false when the socket is full.
@@ -228,10 +248,10 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   util::progress_hook hook_;
   std::unique_ptr<util::srx> srx_;
   fid_peer_srx* face_ = nullptr;
-  // Peers, by socket address and by fi_addr; owned by peers_.
-  std::vector<std::unique_ptr<rdm_peer>> peers_;
-  std::unordered_map<std::string, rdm_peer*> by_addr_;
-  std::unordered_map<fi_addr_t, rdm_peer*> by_fi_;
+  // Peers by socket address (nodes do not move: pointers to peers stay
+  // valid), and the ones sent to by fi_addr (an AV index).
+  std::unordered_map<peer_key, rdm_peer, peer_key_hash> peers_;
+  std::vector<rdm_peer*> by_fi_;
   std::vector<rdm_peer*> busy_;      // peers with something in flight or unsent
   std::vector<rdm_peer*> ack_list_;  // peers owed an acknowledgement
   // Transmit entries: tx_size_ of them, allocated at open.

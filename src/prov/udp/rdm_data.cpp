@@ -35,8 +35,11 @@ constexpr fi_ops_srx_peer peer_ops = {
     .discard_tag = rdm_endpoint::discard<Lock>,
 };
 
-std::string addr_key(const sockaddr* sa, socklen_t len) {
-  return std::string(reinterpret_cast<const char*>(sa), len);
+peer_key key_of(const sockaddr* sa, socklen_t len) noexcept {
+  peer_key k;
+  k.len = std::min<socklen_t>(len, sizeof k.bytes);
+  std::memcpy(k.bytes, sa, k.len);
+  return k;
 }
 
 // Payload bytes per datagram to `sa`: what the kernel's route to it carries
@@ -108,40 +111,28 @@ uint32_t rdm_endpoint::next_epoch() noexcept {
   return e ? e : 1;
 }
 
-rdm_peer* rdm_endpoint::new_peer(const sockaddr* sa, socklen_t len) noexcept {
+rdm_peer* rdm_endpoint::peer_from(const sockaddr_storage& from, socklen_t len) noexcept {
+  auto* sa = reinterpret_cast<const sockaddr*>(&from);
+  if (len > sizeof(peer_key::bytes)) return nullptr;
   try {
-    auto p = std::make_unique<rdm_peer>();
-    std::memcpy(&p->addr, sa, std::min<size_t>(len, sizeof p->addr));
-    p->addr_len = len;
-    p->seg = segment_for(sa, len);
-    p->link.configure(rd_cfg_);
-    p->link.start(next_epoch());
-    p->src = lookup(bound_.av_.get(), sa, len);
-    rdm_peer* raw = p.get();
-    by_addr_.emplace(addr_key(sa, len), raw);
-    peers_.push_back(std::move(p));
-    return raw;
+    auto [it, fresh] = peers_.try_emplace(key_of(sa, len));
+    rdm_peer& p = it->second;
+    if (fresh) {
+      p.key = &it->first;
+      p.seg = segment_for(sa, len);
+      p.link.configure(rd_cfg_);
+      p.link.start(next_epoch());
+      p.src = lookup(bound_.av_.get(), sa, len);
+    }
+    return &p;
   } catch (const std::bad_alloc&) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "udp RDM: out of memory for a new peer");
     return nullptr;
   }
 }
 
-rdm_peer* rdm_endpoint::peer_from(const sockaddr_storage& from, socklen_t len) noexcept {
-  auto* sa = reinterpret_cast<const sockaddr*>(&from);
-  if (len > sizeof(rdm_peer::addr)) return nullptr;
-  try {
-    auto it = by_addr_.find(addr_key(sa, len));
-    if (it != by_addr_.end()) return it->second;
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
-  return new_peer(sa, len);
-}
-
 rdm_peer* rdm_endpoint::peer_for_send(fi_addr_t dest, int* err) noexcept {
-  auto it = by_fi_.find(dest);
-  if (it != by_fi_.end()) return it->second;
+  if (dest < by_fi_.size() && by_fi_[dest]) return by_fi_[dest];
   sockaddr_storage to;
   socklen_t tl = bound_.av_ ? sockaddr_of(*bound_.av_, dest, to) : 0;
   if (!tl) {
@@ -156,7 +147,8 @@ rdm_peer* rdm_endpoint::peer_for_send(fi_addr_t dest, int* err) noexcept {
     return nullptr;
   }
   try {
-    by_fi_.emplace(dest, p);
+    if (dest >= by_fi_.size()) by_fi_.resize(std::max<size_t>(dest + 1, by_fi_.size() * 2));
+    by_fi_[dest] = p;
   } catch (const std::bad_alloc&) {
   }
   return p;
@@ -184,9 +176,9 @@ template <class Lock>
 void rdm_endpoint::relabel(bool inserted_only) noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
   const util::av* av = bound_.av_.get();
-  if (!inserted_only) by_fi_.clear();  // an fi_addr may name another address now
-  for (auto& p : peers_)
-    if (!inserted_only || p->src == FI_ADDR_NOTAVAIL) p->src = lookup(av, &p->addr.sa, p->addr_len);
+  if (!inserted_only) std::fill(by_fi_.begin(), by_fi_.end(), nullptr);  // may name others now
+  for (auto& [key, p] : peers_)
+    if (!inserted_only || p.src == FI_ADDR_NOTAVAIL) p.src = lookup(av, key.sa(), key.len);
   srx_->relabel<Lock>(
       [](fi_peer_rx_entry* e) {
         auto* b = static_cast<rdm_unexp*>(e->peer_context);
@@ -217,8 +209,8 @@ bool rdm_endpoint::send_datagram(rdm_peer& p, const rd::dgram& h, const rdm_tx& 
     skip = 0;
   }
   msghdr m{};
-  m.msg_name = const_cast<sockaddr*>(&p.addr.sa);
-  m.msg_namelen = p.addr_len;
+  m.msg_name = const_cast<sockaddr*>(p.sa());
+  m.msg_namelen = p.sa_len();
   m.msg_iov = v;
   m.msg_iovlen = n;
   if (::sendmsg(sock_.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
@@ -226,7 +218,7 @@ bool rdm_endpoint::send_datagram(rdm_peer& p, const rd::dgram& h, const rdm_tx& 
     if (e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS) return false;
     // Anything else is a datagram the network lost: it is sent again.
     WEFT_DBG(&provider(), FI_LOG_EP_DATA, "udp RDM: sendmsg to %s: %s",
-             util::format_sockaddr(&p.addr.sa).c_str(), std::strerror(e));
+             util::format_sockaddr(p.sa()).c_str(), std::strerror(e));
   }
   p.link.ack_sent();
   return true;
@@ -235,7 +227,7 @@ bool rdm_endpoint::send_datagram(rdm_peer& p, const rd::dgram& h, const rdm_tx& 
 void rdm_endpoint::send_ack(rdm_peer& p) noexcept {
   rd::dgram h;
   p.link.stamp_ack(h);
-  if (::sendto(sock_.get(), &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL, &p.addr.sa, p.addr_len) >=
+  if (::sendto(sock_.get(), &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL, p.sa(), p.sa_len()) >=
           0 ||
       (errno != EAGAIN && errno != ENOBUFS))
     p.link.ack_sent();
@@ -448,7 +440,7 @@ void rdm_endpoint::drop_rx(rdm_peer& p, int err) noexcept {
 template <class Lock>
 void rdm_endpoint::fail_peer(rdm_peer& p, int err, const char* why) noexcept {
   WEFT_WARN(&provider(), FI_LOG_EP_DATA, "udp RDM peer %s: %s; its operations fail",
-            util::format_sockaddr(&p.addr.sa).c_str(), why);
+            util::format_sockaddr(p.sa()).c_str(), why);
   for (rdm_tx* t = std::exchange(p.head, nullptr); t;) {
     rdm_tx* next = t->next;
     fail_tx<Lock>(t, err);
@@ -499,7 +491,7 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
     if (p.rx || p.rx_dropped) {
       WEFT_WARN(&provider(), FI_LOG_EP_DATA,
                 "udp RDM peer %s: a message began inside another; the first is dropped",
-                util::format_sockaddr(&p.addr.sa).c_str());
+                util::format_sockaddr(p.sa()).c_str());
       drop_rx<Lock>(p, FI_EIO);
       p.rx_dropped = false;
     }
@@ -508,12 +500,12 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
     if ((op != uint8_t(rdm_op::msg) && !tagged) || v.m.len > rdm_max_msg) {
       WEFT_WARN(&provider(), FI_LOG_EP_DATA,
                 "udp RDM peer %s: dropped a message (operation %u, %llu bytes)",
-                util::format_sockaddr(&p.addr.sa).c_str(), unsigned(v.m.op),
+                util::format_sockaddr(p.sa()).c_str(), unsigned(v.m.op),
                 static_cast<unsigned long long>(v.m.len));
       p.rx_dropped = !(h.flags & rd::flag_last);
       return true;
     }
-    if (p.src == FI_ADDR_NOTAVAIL) p.src = lookup(bound_.av_.get(), &p.addr.sa, p.addr_len);
+    if (p.src == FI_ADDR_NOTAVAIL) p.src = lookup(bound_.av_.get(), p.sa(), p.sa_len());
     fi_peer_match_attr a{p.src, v.m.len, v.m.tag};
     fi_peer_rx_entry* e = nullptr;
     int r = tagged ? srx_->get_tag<Lock>(face_, a, &e) : srx_->get_msg<Lock>(face_, a, &e);
@@ -543,7 +535,7 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
     // The rest of a dropped message: taken and thrown away.
     if (!p.rx_dropped)
       WEFT_WARN(&provider(), FI_LOG_EP_DATA, "udp RDM peer %s: data outside any message dropped",
-                util::format_sockaddr(&p.addr.sa).c_str());
+                util::format_sockaddr(p.sa()).c_str());
     p.rx_dropped = !(h.flags & rd::flag_last);
     return true;
   }
@@ -553,7 +545,7 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
   if (fit == rd::assembly::fit::overflow) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA,
               "udp RDM peer %s: more data than the message's %llu bytes; it is dropped",
-              util::format_sockaddr(&p.addr.sa).c_str(),
+              util::format_sockaddr(p.sa()).c_str(),
               static_cast<unsigned long long>(p.rx_as.len));
     drop_rx<Lock>(p, FI_EIO);
     p.rx_dropped = !(h.flags & rd::flag_last);
@@ -585,7 +577,7 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
   p.rx = nullptr;
   if (fit == rd::assembly::fit::short_end) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "udp RDM peer %s: a message ended short",
-              util::format_sockaddr(&p.addr.sa).c_str());
+              util::format_sockaddr(p.sa()).c_str());
     if (p.rx_unexp) {
       free_unexp(static_cast<rdm_unexp*>(e->peer_context));
       e->peer_context = nullptr;
@@ -672,7 +664,7 @@ void rdm_endpoint::on_datagram(const std::byte* buf, size_t n, const sockaddr_st
     case rd::verdict::invalid:
       WEFT_WARN(&provider(), FI_LOG_EP_DATA,
                 "udp RDM peer %s: an acknowledgement of data never sent; ignored",
-                util::format_sockaddr(&p->addr.sa).c_str());
+                util::format_sockaddr(p->sa()).c_str());
       break;
     default: break;
   }

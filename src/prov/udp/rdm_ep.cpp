@@ -152,9 +152,9 @@ int rdm_endpoint::close() {
   with_lock([&]<class Lock>() {
     // Messages half-received or queued unexpected go back to the engine
     // while this endpoint's peer face is still valid.
-    for (auto& p : peers_) {
-      if (fi_peer_rx_entry* e = std::exchange(p->rx, nullptr)) {
-        if (p->rx_unexp) {
+    for (auto& [key, p] : peers_) {
+      if (fi_peer_rx_entry* e = std::exchange(p.rx, nullptr)) {
+        if (p.rx_unexp) {
           free_unexp(static_cast<rdm_unexp*>(e->peer_context));
           e->peer_context = nullptr;
           srx_->free_entry<Lock>(e);
