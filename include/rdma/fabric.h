@@ -159,6 +159,10 @@ typedef struct fid *fid_t;
 #define FI_SOURCE		(1ULL << 57)
 #define FI_NAMED_RX_CTX		(1ULL << 58)
 #define FI_DIRECTED_RECV	(1ULL << 59)
+/* fi_getinfo flag (API 2.x): look for network interfaces again instead of
+ * answering from what was found before. The pages give no value; bit 60 is
+ * clear of every flag and capability (docs/decisions.md). */
+#define FI_RESCAN		(1ULL << 60)
 
 /*
  * Receive-only operation flags. They share bits 58/59 with capabilities;
@@ -559,7 +563,8 @@ enum {
 	FI_CLASS_LOG,
 	FI_CLASS_PEER_AV,
 	FI_CLASS_PEER_AV_SET,
-	FI_CLASS_PEER_CNTR
+	FI_CLASS_PEER_CNTR,
+	FI_CLASS_PROFILE	/* fi_profile(3), API 2.x */
 };
 
 /* ------------------------------------------------------------- base fid */
@@ -770,7 +775,10 @@ enum fi_type {
 	FI_TYPE_CQ_ATTR,
 	FI_TYPE_MR_ATTR,
 	FI_TYPE_CNTR_ATTR,
-	FI_TYPE_CQ_ERR_ENTRY
+	FI_TYPE_CQ_ERR_ENTRY,
+	/* fi_fabric(3) lists the capability bits as FI_TYPE_EP_CAP; it is the
+	 * same request as FI_TYPE_CAPS (docs/decisions.md). */
+	FI_TYPE_EP_CAP = FI_TYPE_CAPS
 };
 
 /* fi_tostr writes into one static buffer (not thread safe); fi_tostr_r
