@@ -887,6 +887,40 @@ static inline int fi_set_ops(struct fid *fid, const char *name,
 int fi_open(uint32_t version, const char *name, void *attr, size_t attr_len,
 	    uint64_t flags, struct fid **fid, void *context);
 
+/*
+ * Hand an application-owned object (expfid, with its fclass and ops set)
+ * to the library object fid, which then calls through it. Import is a
+ * bind of the application's object.
+ */
+static inline int fi_import_fid(struct fid *fid, struct fid *expfid,
+				uint64_t flags)
+{
+	return fid->ops->bind(fid, expfid, flags);
+}
+
+/*
+ * fi_open a named library object and import fid into it in one step.
+ * The opened object stays open while the import is in effect; it is
+ * closed again if the import fails.
+ */
+static inline int fi_import(uint32_t version, const char *name, void *attr,
+			    size_t attr_len, uint64_t flags, struct fid *fid,
+			    void *context)
+{
+	struct fid *open_fid;
+	int ret;
+
+	ret = fi_open(version, name, attr, attr_len, flags, &open_fid,
+		      context);
+	if (ret != FI_SUCCESS)
+		return ret;
+
+	ret = fi_import_fid(open_fid, fid, flags);
+	if (ret != FI_SUCCESS)
+		fi_close(open_fid);
+	return ret;
+}
+
 #ifdef __cplusplus
 }
 #endif
