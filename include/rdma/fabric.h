@@ -159,6 +159,10 @@ typedef struct fid *fid_t;
 #define FI_SOURCE		(1ULL << 57)
 #define FI_NAMED_RX_CTX		(1ULL << 58)
 #define FI_DIRECTED_RECV	(1ULL << 59)
+/* fi_getinfo flag (API 2.x): look for network interfaces again instead of
+ * answering from what was found before. The pages give no value; bit 60 is
+ * clear of every flag and capability (docs/decisions.md). */
+#define FI_RESCAN		(1ULL << 60)
 
 /*
  * Receive-only operation flags. They share bits 58/59 with capabilities;
@@ -559,7 +563,8 @@ enum {
 	FI_CLASS_LOG,
 	FI_CLASS_PEER_AV,
 	FI_CLASS_PEER_AV_SET,
-	FI_CLASS_PEER_CNTR
+	FI_CLASS_PEER_CNTR,
+	FI_CLASS_PROFILE	/* fi_profile(3), API 2.x */
 };
 
 /* ------------------------------------------------------------- base fid */
@@ -770,7 +775,10 @@ enum fi_type {
 	FI_TYPE_CQ_ATTR,
 	FI_TYPE_MR_ATTR,
 	FI_TYPE_CNTR_ATTR,
-	FI_TYPE_CQ_ERR_ENTRY
+	FI_TYPE_CQ_ERR_ENTRY,
+	/* fi_fabric(3) lists the capability bits as FI_TYPE_EP_CAP; it is the
+	 * same request as FI_TYPE_CAPS (docs/decisions.md). */
+	FI_TYPE_EP_CAP = FI_TYPE_CAPS
 };
 
 /* fi_tostr writes into one static buffer (not thread safe); fi_tostr_r
@@ -878,6 +886,40 @@ static inline int fi_set_ops(struct fid *fid, const char *name,
  */
 int fi_open(uint32_t version, const char *name, void *attr, size_t attr_len,
 	    uint64_t flags, struct fid **fid, void *context);
+
+/*
+ * Hand an application-owned object (expfid, with its fclass and ops set)
+ * to the library object fid, which then calls through it. Import is a
+ * bind of the application's object.
+ */
+static inline int fi_import_fid(struct fid *fid, struct fid *expfid,
+				uint64_t flags)
+{
+	return fid->ops->bind(fid, expfid, flags);
+}
+
+/*
+ * fi_open a named library object and import fid into it in one step.
+ * The opened object stays open while the import is in effect; it is
+ * closed again if the import fails.
+ */
+static inline int fi_import(uint32_t version, const char *name, void *attr,
+			    size_t attr_len, uint64_t flags, struct fid *fid,
+			    void *context)
+{
+	struct fid *open_fid;
+	int ret;
+
+	ret = fi_open(version, name, attr, attr_len, flags, &open_fid,
+		      context);
+	if (ret != FI_SUCCESS)
+		return ret;
+
+	ret = fi_import_fid(open_fid, fid, flags);
+	if (ret != FI_SUCCESS)
+		fi_close(open_fid);
+	return ret;
+}
 
 #ifdef __cplusplus
 }

@@ -47,6 +47,11 @@ struct fi_collective_attr;	/* fi_collective.h */
 #define FI_UNIVERSE		(1ULL << 57)
 #define FI_SYNC_ERR		(1ULL << 58)
 #define FI_SYMMETRIC		(1ULL << 59)
+/*
+ * fi_av_insert* / fi_mr_regattr flag (API 2.x): the fi_addr_t named is an
+ * authorization key's (from fi_av_insert_auth_key), not an endpoint's.
+ */
+#define FI_AUTH_KEY		(1ULL << 57)
 /* fi_domain_bind(domain, eq, FI_REG_MR): report registrations on the EQ. */
 #define FI_REG_MR		(1ULL << 59)
 
@@ -176,6 +181,26 @@ struct fi_mr_attr {
 	const struct fid_mr	*base_mr;
 	size_t			sub_mr_cnt;
 };
+
+/*
+ * What fi_mr_attr::auth_key points to in a domain opened with
+ * FI_AV_AUTH_KEY (auth_key_size is then its size): the peer's
+ * authorization key, named through the AV.
+ */
+struct fi_mr_auth_key {
+	struct fid_av		*av;
+	fi_addr_t		src_addr;
+};
+
+/*
+ * fi_mr_attr::device.ze for FI_HMEM_ZE: the device's index within its
+ * level zero driver, with the driver's index above it (bits 16 and up).
+ */
+static inline int fi_hmem_ze_device(int driver_index, int device_index)
+{
+	return (int) (((unsigned) driver_index << 16) |
+		      ((unsigned) device_index & 0xFFFFu));
+}
 
 /* Argument of fi_control(FI_GET_RAW_MR) on an MR; key_size is in/out. */
 struct fi_mr_raw_attr {

@@ -70,6 +70,28 @@ enum {
 	FI_HMEM_P2P_DISABLED    /* never p2p */
 };
 
+/*
+ * ep_attr::mem_tag_format (API 2.x): a small value names a tag format, a
+ * value of FI_TAG_MAX_FORMAT or more is the 1.x bit-field description.
+ * FI_TAG_BITS (0, what fi_allocinfo leaves) is 64 bits of tag as in 1.x.
+ */
+enum {
+	FI_TAG_BITS,
+	FI_TAG_MPI,		/* 32-bit tag, 8-bit payload id: fi_tag_mpi */
+	FI_TAG_CCL,		/* payload id only, matched exactly */
+	FI_TAG_MAX_FORMAT = 1 << 16
+};
+
+/* Ignore masks for FI_TAG_MPI tags: the tag field, the payload id field. */
+#define FI_MPI_IGNORE_TAG	((uint64_t) 0xFFFFFFFF)
+#define FI_MPI_IGNORE_PAYLOAD	(((uint64_t) 0xFF) << 32)
+
+/* An FI_TAG_MPI tag: the MPI tag in the low 32 bits, payload id above. */
+static inline uint64_t fi_tag_mpi(int tag, uint8_t payload_id)
+{
+	return ((uint64_t) payload_id << 32) | (uint64_t) (uint32_t) tag;
+}
+
 /* Tables installed by other headers; only pointers are needed here. */
 struct fi_ops_cm;
 struct fi_ops_rma;
@@ -277,6 +299,15 @@ fi_ep_alias(struct fid_ep *ep, struct fid_ep **alias_ep, uint64_t flags)
 	if (ret == 0)
 		*alias_ep = fi_ep_from_fid_(alias_fid);
 	return ret;
+}
+
+/*
+ * fi_endpoint(3) and fi_cntr(3) name fi_control on an endpoint or counter
+ * fi_ep_control / fi_cntr_control; they are that call (docs/decisions.md).
+ */
+static inline int fi_ep_control(struct fid *ep, int command, void *arg)
+{
+	return fi_control(ep, command, arg);
 }
 
 /*

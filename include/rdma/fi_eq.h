@@ -473,6 +473,13 @@ fi_cntr_seterr(struct fid_cntr *cntr, uint64_t value)
 	return cntr->ops->seterr(cntr, value);
 }
 
+/* fi_control on a counter, as fi_cntr(3) names it (docs/decisions.md). */
+static inline int
+fi_cntr_control(struct fid *cntr, int command, void *arg)
+{
+	return fi_control(cntr, command, arg);
+}
+
 static inline int
 fi_cntr_wait(struct fid_cntr *cntr, uint64_t threshold, int timeout)
 {

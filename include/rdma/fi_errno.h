@@ -59,6 +59,7 @@ extern "C" {
 #define FI_EREMOTEIO		EREMOTEIO
 #define FI_ECANCELED		ECANCELED
 #define FI_EKEYREJECTED		EKEYREJECTED
+#define FI_EPROTO		EPROTO		/* API 2.x */
 
 /* Fabric-specific codes start here, clear of every errno value. */
 #define FI_ERRNO_OFFSET		256

@@ -58,39 +58,8 @@ static inline int fi_export_fid(struct fid *fid, uint64_t flags,
 	return fi_control(fid, FI_EXPORT_FID, &exp);
 }
 
-/*
- * Hand an application-owned object (expfid, with its fclass and ops set)
- * to the library object fid, which then calls through it. Import is a
- * bind of the application's object.
- */
-static inline int fi_import_fid(struct fid *fid, struct fid *expfid,
-				uint64_t flags)
-{
-	return fid->ops->bind(fid, expfid, flags);
-}
-
-/*
- * fi_open a named library object and import fid into it in one step.
- * The opened object stays open while the import is in effect; it is
- * closed again if the import fails.
- */
-static inline int fi_import(uint32_t version, const char *name, void *attr,
-			    size_t attr_len, uint64_t flags, struct fid *fid,
-			    void *context)
-{
-	struct fid *open_fid;
-	int ret;
-
-	ret = fi_open(version, name, attr, attr_len, flags, &open_fid,
-		      context);
-	if (ret != FI_SUCCESS)
-		return ret;
-
-	ret = fi_import_fid(open_fid, fid, flags);
-	if (ret != FI_SUCCESS)
-		fi_close(open_fid);
-	return ret;
-}
+/* fi_import_fid and fi_import are in fabric.h, where fi_provider(3) puts
+ * fi_import. */
 
 /* ------------------------------------------------ memory monitor import */
 

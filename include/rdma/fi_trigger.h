@@ -93,7 +93,15 @@ struct fi_triggered_context2 {
 /* Deferred work: queued on a domain with fi_control(FI_QUEUE_WORK)    */
 /* ------------------------------------------------------------------ */
 
-enum fi_trigger_op {
+/*
+ * The operation a deferred work request performs. fi_fabric(3) calls the
+ * type enum fi_op_type (FI_TYPE_OP_TYPE); fi_trigger(3) writes enum
+ * fi_trigger_op in struct fi_deferred_work. Both spellings name this one
+ * type (a macro: C has no alias for an enum tag), in C and C++ alike.
+ */
+#define fi_trigger_op fi_op_type
+
+enum fi_op_type {
 	FI_OP_RECV,
 	FI_OP_SEND,
 	FI_OP_TRECV,
@@ -164,7 +172,7 @@ struct fi_deferred_work {
 	uint64_t		threshold;
 	struct fid_cntr		*triggering_cntr;
 	struct fid_cntr		*completion_cntr;
-	enum fi_trigger_op	op_type;
+	enum fi_op_type		op_type;
 	union {
 		struct fi_op_msg		*msg;
 		struct fi_op_tagged		*tagged;

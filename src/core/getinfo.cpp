@@ -19,7 +19,10 @@ namespace weft::core {
 
 namespace {
 
-constexpr uint64_t getinfo_flags = FI_NUMERICHOST | FI_SOURCE | FI_PROV_ATTR_ONLY;
+// FI_RESCAN (API 2.x) asks for the network interfaces to be looked up
+// again; every call already lists them afresh (util::list_ip_ifaces), so
+// the flag is accepted and changes nothing.
+constexpr uint64_t getinfo_flags = FI_NUMERICHOST | FI_SOURCE | FI_PROV_ATTR_ONLY | FI_RESCAN;
 constexpr uint64_t mr_basic_bits = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 
 struct info_deleter {

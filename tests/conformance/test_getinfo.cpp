@@ -2,6 +2,9 @@
 // weft — conformance: fi_getinfo and the fi_info functions.
 #include "provider_param.hpp"
 
+#include <string>
+#include <vector>
+
 namespace conformance {
 namespace {
 
@@ -156,6 +159,24 @@ TEST(getinfo_core, unknown_flags_are_ebadflags) {
   fi_info* info = nullptr;
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 1ULL << 62, nullptr, &info),
             -FI_EBADFLAGS);
+}
+
+// FI_RESCAN only asks for a fresh look at the interfaces, which every call
+// takes: the answer is the one given without it.
+TEST(getinfo_core, rescan_answers_as_without_it) {
+  auto list = [](uint64_t flags) {
+    fi_info* info = nullptr;
+    EXPECT_EQ(fi_getinfo(FI_VERSION(2, 0), nullptr, nullptr, flags, nullptr, &info), 0);
+    std::vector<std::string> out;
+    for (fi_info* i = info; i; i = i->next)
+      out.push_back(std::string(i->fabric_attr->prov_name) + "/" +
+                    std::to_string(i->ep_attr->type) + "/" + i->domain_attr->name);
+    fi_freeinfo(info);
+    return out;
+  };
+  const std::vector<std::string> plain = list(0);
+  EXPECT_FALSE(plain.empty());
+  EXPECT_EQ(list(FI_RESCAN), plain);
 }
 
 TEST(getinfo_core, unknown_provider_is_enodata) {
