@@ -298,7 +298,13 @@ class link {
     progress_ns_ = now;
     dup_acks_ = 0;
     fast_resend_ = false;
-    if (sample) measured(now - sample_sent);
+    if (sample)
+      measured(now - sample_sent);
+    else
+      unback();  // the peer answers: the back-off of earlier timeouts is over
+  }
+  void unback() noexcept {
+    if (srtt_us_) rto_us_ = std::clamp(srtt_us_ + 4 * rttvar_us_, rto_min_us_, rto_max_us_);
   }
   void measured(uint64_t rtt_ns) noexcept;
 

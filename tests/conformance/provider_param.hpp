@@ -45,8 +45,10 @@ inline std::string config_name(const testing::TestParamInfo<config>& info) {
 inline const config all_configs[] = {
     {"udp", FI_EP_DGRAM, FI_THREAD_DOMAIN},
     {"udp", FI_EP_DGRAM, FI_THREAD_SAFE},
+    {"udp", FI_EP_DGRAM, FI_THREAD_DOMAIN, FI_PROGRESS_AUTO},
     {"udp", FI_EP_RDM, FI_THREAD_DOMAIN},
     {"udp", FI_EP_RDM, FI_THREAD_SAFE},
+    {"udp", FI_EP_RDM, FI_THREAD_DOMAIN, FI_PROGRESS_AUTO},
     {"tcp", FI_EP_RDM, FI_THREAD_DOMAIN},
     {"tcp", FI_EP_RDM, FI_THREAD_SAFE},
     {"tcp", FI_EP_RDM, FI_THREAD_DOMAIN, FI_PROGRESS_AUTO},

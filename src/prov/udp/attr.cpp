@@ -59,6 +59,8 @@ fi_domain_attr dom = [] {
   fi_domain_attr d{};
   d.threading = FI_THREAD_SAFE;
   d.control_progress = FI_PROGRESS_AUTO;  // no control operations to progress
+  // The default; FI_PROGRESS_AUTO when asked for (match_any_progress): the
+  // domain's progress thread sleeps on the endpoints' sockets.
   d.data_progress = FI_PROGRESS_MANUAL;
   d.resource_mgmt = FI_RM_ENABLED;
   d.av_type = FI_AV_UNSPEC;
@@ -182,7 +184,7 @@ bool offers(uint32_t version, const fi_info& wanted) noexcept {
   const bool rdm = wanted.ep_attr && wanted.ep_attr->type == FI_EP_RDM;
   fi_info t = rdm ? rdm_tmpl : tmpl;
   if (wanted.addr_format == FI_SOCKADDR_IN6) t.addr_format = FI_SOCKADDR_IN6;
-  return util::info_fits(&provider(), version, t, wanted);
+  return util::info_fits(&provider(), version, t, wanted, util::match_any_progress);
 }
 
 }  // namespace weft::udp

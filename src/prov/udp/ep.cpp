@@ -4,6 +4,7 @@
 #include "prov/udp/udp.hpp"
 #include "util/info_match.hpp"
 #include "util/net.hpp"
+#include "util/progress_thread.hpp"
 
 #include <fcntl.h>
 #include <rdma/fi_cm.h>
@@ -79,7 +80,10 @@ endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
       tx_op_flags_(info.tx_attr ? info.tx_attr->op_flags : 0),
       rx_op_flags_(info.rx_attr ? info.rx_attr->op_flags : 0),
       max_msg_(info.ep_attr->max_msg_size ? info.ep_attr->max_msg_size : proto::max_payload),
-      locked_(util::shared_objects_need_lock(dom.threading())) {
+      // Under automatic progress the domain's thread is a second user of the
+      // endpoint: it locks whatever the application's threading model.
+      locked_(util::shared_objects_need_lock(dom.lock_threading())),
+      auto_(dom.progress() == FI_PROGRESS_AUTO) {
   size_t rx_size = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : 1024;
   size_t cap = std::bit_ceil(rx_size);
   rx_ = std::make_unique<rx_entry[]>(cap);
@@ -111,6 +115,8 @@ errc endpoint::open_socket(const sockaddr* addr, socklen_t len) {
 
 int endpoint::close() {
   if (busy()) return to_fi(errc::busy);
+  // The domain's thread lets go of us first (remove waits for a run under way).
+  if (enabled_ && auto_) domain_->auto_progress().remove(this);
   bound_.unbind(this, sock_.get());
   delete this;
   return 0;
@@ -142,6 +148,18 @@ int endpoint::enable() {
   msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>()
                                         : msg_table<util::null_lock>());
   enabled_ = true;
+  if (auto_) {
+    // Last: from here on the domain's thread may receive for us. It sleeps
+    // on the socket itself.
+    util::progress_thread::work_fn fn =
+        locked_ ? &auto_work<util::mutex_lock> : &auto_work<util::null_lock>;
+    if (errc e = domain_->auto_progress().add(sock_.get(), fn, this); e != errc::ok) {
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_enable: cannot start automatic progress: %s",
+                fi_strerror(static_cast<int>(e)));
+      enabled_ = false;
+      return to_fi(e);
+    }
+  }
   return 0;
 }
 

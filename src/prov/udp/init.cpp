@@ -2,6 +2,7 @@
 // weft — the udp provider's registration, parameters and fi_getinfo.
 #include "core/log.hpp"
 #include "prov/udp/udp.hpp"
+#include "util/info_match.hpp"
 #include "util/ip_getinfo.hpp"
 
 
@@ -34,8 +35,9 @@ fi_provider& provider() noexcept { return the_provider; }
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** info) noexcept {
   const fi_info* templates[] = {&info_template(), &rdm_template()};
-  return util::ip_getinfo({&provider(), templates, SOCK_DGRAM, cfg().iface}, version, node,
-                          service, flags, hints, info);
+  return util::ip_getinfo(
+      {&provider(), templates, SOCK_DGRAM, cfg().iface, util::match_any_progress}, version, node,
+      service, flags, hints, info);
 }
 
 }  // namespace weft::udp

@@ -228,7 +228,7 @@ void endpoint::complete_recv(rx_entry& e, void* buf, size_t len, const sockaddr_
 }
 
 template <class Lock>
-void endpoint::progress() noexcept {
+bool endpoint::progress() noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
   util::cq* cq = bound_.rx_cq.get();
   while (rx_head_ != rx_tail_) {
@@ -238,7 +238,7 @@ void endpoint::progress() noexcept {
       continue;
     }
     // Room for the completion first: data left in the socket waits there.
-    if (cq && !cq->has_room<Lock>(1)) return;
+    if (cq && !cq->has_room<Lock>(1)) return false;
     iovec window[max_iov];
     size_t n = e.count;
     std::memcpy(window, e.iov, n * sizeof(iovec));
@@ -264,7 +264,7 @@ void endpoint::progress() noexcept {
       m.msg_iovlen = n;
       r = ::recvmsg(sock_.get(), &m, MSG_DONTWAIT | MSG_TRUNC);
     }
-    if (r < 0) return;  // EAGAIN: nothing more has arrived
+    if (r < 0) return true;  // EAGAIN: nothing more has arrived
     size_t full = static_cast<size_t>(r);
     bool trunc = full > space;
     size_t got = trunc ? space : full;
@@ -278,9 +278,10 @@ void endpoint::progress() noexcept {
     complete_recv<Lock>(e, buf, got, from, trunc, full, last);
     if (last) ++rx_head_;
   }
+  return false;  // no receive posted: a datagram that came waits in the socket
 }
 
-template void endpoint::progress<util::null_lock>() noexcept;
-template void endpoint::progress<util::mutex_lock>() noexcept;
+template bool endpoint::progress<util::null_lock>() noexcept;
+template bool endpoint::progress<util::mutex_lock>() noexcept;
 
 }  // namespace weft::udp

@@ -148,6 +148,10 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   static void progress_thunk(void* obj) noexcept {
     static_cast<rdm_endpoint*>(obj)->progress<Lock>();
   }
+  // FI_PROGRESS_AUTO: the domain's thread runs this when the socket or the
+  // retransmission timer is ready (util/progress_thread.hpp).
+  template <class Lock>
+  static bool auto_work(void* obj) noexcept;
   // util::srx peer ops: a receive takes (start) or drops (discard) an
   // unexpected message.
   template <class Lock>
@@ -233,6 +237,11 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   util::ref<util::domain> domain_;
   util::ep_bindings bound_;
   util::unique_fd sock_;
+  // Automatic progress: an epoll set of the socket and a timer that ticks
+  // while anything is in flight (retransmissions, silent peers).
+  util::unique_fd waitset_, timer_;
+  bool timer_armed_ = false;
+  errc start_auto() noexcept;
   sockaddr_storage local_{};
   socklen_t local_len_ = 0;
   uint64_t caps_;
@@ -241,6 +250,7 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   size_t max_msg_;
   size_t tx_size_;
   bool locked_;
+  bool auto_;  // FI_PROGRESS_AUTO: the domain's thread progresses us too
   bool enabled_ = false;
   bool want_source_ = false;
   util::rd::config rd_cfg_;

@@ -10,6 +10,8 @@
 #include "util/wait.hpp"
 
 #include <netinet/ip.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -725,10 +727,33 @@ void rdm_endpoint::progress() noexcept {
   }
 }
 
+// Under automatic progress: one progress call, then the timer ticks every
+// millisecond while anything is in flight or half received (retransmission
+// timeouts are 2 ms at least) and is off while nothing is, so an idle
+// endpoint costs its thread nothing.
+template <class Lock>
+bool rdm_endpoint::auto_work(void* obj) noexcept {
+  auto* ep = static_cast<rdm_endpoint*>(obj);
+  uint64_t expirations;
+  while (::read(ep->timer_.get(), &expirations, sizeof expirations) > 0) {
+  }
+  ep->progress<Lock>();
+  [[maybe_unused]] auto g = ep->guard<Lock>();
+  const bool busy = !ep->busy_.empty() || ep->tx_deferred_head_;
+  if (busy != ep->timer_armed_) {
+    itimerspec its{};
+    if (busy) its.it_value.tv_nsec = its.it_interval.tv_nsec = 1'000'000;
+    ::timerfd_settime(ep->timer_.get(), 0, &its, nullptr);
+    ep->timer_armed_ = busy;
+  }
+  return true;
+}
+
 #define WEFT_UDP_RDM_INSTANTIATE(L)                                                              \
   template const fi_ops_msg* rdm_endpoint::msg_table<L>() noexcept;                              \
   template const fi_ops_tagged* rdm_endpoint::tagged_table<L>() noexcept;                        \
   template void rdm_endpoint::progress<L>() noexcept;                                            \
+  template bool rdm_endpoint::auto_work<L>(void*) noexcept;                                      \
   template void rdm_endpoint::relabel<L>(bool) noexcept;                                         \
   template void rdm_endpoint::drop_rx<L>(rdm_peer&, int) noexcept;
 

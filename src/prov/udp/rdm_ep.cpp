@@ -5,9 +5,14 @@
 #include "util/av.hpp"
 #include "util/info_match.hpp"
 #include "util/net.hpp"
+#include "util/progress_thread.hpp"
 #include "util/wait.hpp"
 
 #include <rdma/fi_cm.h>
+
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -92,7 +97,10 @@ rdm_endpoint::rdm_endpoint(util::domain& dom, const fi_info& info, void* context
       max_msg_(info.ep_attr->max_msg_size ? std::min(info.ep_attr->max_msg_size, rdm_max_msg)
                                           : rdm_max_msg),
       tx_size_(info.tx_attr && info.tx_attr->size ? info.tx_attr->size : 1024),
-      locked_(util::shared_objects_need_lock(dom.threading())) {
+      // Under automatic progress the domain's thread is a second user of the
+      // endpoint: it locks whatever the application's threading model.
+      locked_(util::shared_objects_need_lock(dom.lock_threading())),
+      auto_(dom.progress() == FI_PROGRESS_AUTO) {
   std::random_device rd;
   epoch_seed_ = (uint64_t(rd()) << 32) ^ rd() ^ util::now_ns();
   rd_cfg_.peer_timeout_ns = cfg().rdm_peer_timeout_ms * 1'000'000ull;
@@ -148,6 +156,8 @@ errc rdm_endpoint::open_socket(const sockaddr* addr, socklen_t len) {
 
 int rdm_endpoint::close() {
   if (busy()) return to_fi(errc::busy);
+  // The domain's thread lets go of us first (remove waits for a run under way).
+  if (enabled_ && auto_) domain_->auto_progress().remove(this);
   bound_.unbind(this, sock_.get());
   with_lock([&]<class Lock>() {
     // Messages half-received or queued unexpected go back to the engine
@@ -203,7 +213,37 @@ int rdm_endpoint::enable() {
     tagged = const_cast<fi_ops_tagged*>(tagged_table<Lock>());
   });
   enabled_ = true;
+  if (auto_) {
+    if (errc e = start_auto(); e != errc::ok) {
+      enabled_ = false;
+      return to_fi(e);
+    }
+  }
   return 0;
+}
+
+errc rdm_endpoint::start_auto() noexcept {
+  waitset_ = util::unique_fd{::epoll_create1(EPOLL_CLOEXEC)};
+  timer_ = util::unique_fd{::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)};
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  if (!waitset_.valid() || !timer_.valid() ||
+      ::epoll_ctl(waitset_.get(), EPOLL_CTL_ADD, sock_.get(), &ev) != 0 ||
+      ::epoll_ctl(waitset_.get(), EPOLL_CTL_ADD, timer_.get(), &ev) != 0) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
+              "fi_enable: automatic progress needs an epoll set and a timer: %s",
+              std::strerror(errno));
+    return errc::mfile;
+  }
+  // Last: from here on the domain's thread may run our progress.
+  util::progress_thread::work_fn fn =
+      locked_ ? &auto_work<util::mutex_lock> : &auto_work<util::null_lock>;
+  if (errc e = domain_->auto_progress().add(waitset_.get(), fn, this); e != errc::ok) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_enable: cannot start automatic progress: %s",
+              fi_strerror(static_cast<int>(e)));
+    return e;
+  }
+  return errc::ok;
 }
 
 int rdm_endpoint::setopt(int level, int name, const void* val, size_t len) {

@@ -87,12 +87,21 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   ssize_t send(const iovec* iov, size_t count, fi_addr_t dest, void* context,
                uint64_t flags) noexcept;
+  // Receives what the socket holds into posted receives; false when it
+  // stopped with receives still wanted but none posted or no room in the CQ
+  // (only the application can change that).
   template <class Lock>
-  void progress() noexcept;
+  bool progress() noexcept;
 
   template <class Lock>
   static void progress_thunk(void* obj) noexcept {
     static_cast<endpoint*>(obj)->progress<Lock>();
+  }
+  // FI_PROGRESS_AUTO: the domain's thread runs this when the socket is
+  // readable (util/progress_thread.hpp).
+  template <class Lock>
+  static bool auto_work(void* obj) noexcept {
+    return static_cast<endpoint*>(obj)->progress<Lock>();
   }
   // The fi_ops_msg table of one lock policy (msg.cpp).
   template <class Lock>
@@ -126,6 +135,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   uint64_t rx_op_flags_;
   size_t max_msg_;
   bool locked_;
+  bool auto_;  // FI_PROGRESS_AUTO: the domain's thread progresses us too
   bool enabled_ = false;
   bool want_source_ = false;
   util::progress_hook hook_;
