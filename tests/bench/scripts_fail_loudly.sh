@@ -76,6 +76,8 @@ expect_failure "msgrate.py --ops latency, empty weft folder" "$missing" \
     oversub.py "$tmp/empty" --reps 1 --iters 10 --messages 10
 expect_failure "av_scale.py, empty weft folder" "$missing" \
   av_scale.py "$tmp/empty" --provider udp --peers 10 --reps 1
+expect_failure "peer_scale.py, empty weft folder" "$missing" \
+  peer_scale.py "$tmp/empty" --peers 4 --procs 2 --reps 1
 expect_failure "instructions.sh, empty weft folder" "$missing" \
   instructions.sh "$tmp/empty" udp
 
@@ -95,6 +97,9 @@ expect_failure "msgrate.py, failing msgrate" "msgrate failed" \
   msgrate.py "$tmp/copy" --provider nosuch --windows 10 --warm 1 --reps 1
 expect_failure "av_scale.py, failing av_scale" "av_scale failed" \
   av_scale.py "$tmp/copy" --provider nosuch --peers 10 --reps 1
+# peer_scale.py has no --provider: FI_PROVIDER hides every provider.
+FI_PROVIDER=nosuch expect_failure "peer_scale.py, failing peer_scale" "peer_scale failed" \
+  peer_scale.py "$tmp/copy" --peers 4 --procs 2 --reps 1
 if command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null; then
   expect_failure "instructions.sh, failing self_inject" "self_inject -n 2000 failed" \
     instructions.sh "$tmp/copy" nosuch
