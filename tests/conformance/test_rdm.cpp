@@ -643,6 +643,9 @@ TEST_P(rdm, killed_receiver_fails_the_send) {
 // the receive that matches it completes in error.
 TEST_P(rdm, killed_sender_fails_the_receive) {
   SKIP_IF_DEATH_TAKES_TOO_LONG();
+  // Under automatic progress the sender's own thread may finish sending
+  // before the kill lands: the receive then rightly succeeds.
+  if (GetParam().progress == FI_PROGRESS_AUTO) GTEST_SKIP() << "the sender progresses by itself";
   if (GetParam().prov == std::string("tcp"))
     GTEST_SKIP() << "tcp: a send that never left the dead process is no message; a receive "
                     "posted afterwards has nothing to fail on (a receive matched to a message "

@@ -111,7 +111,7 @@ fi_info tmpl = [] {
 // RMA and atomics are not offered yet.
 constexpr uint64_t rdm_tx_caps = FI_MSG | FI_TAGGED | FI_SEND;
 constexpr uint64_t rdm_rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_MULTI_RECV |
-                                 FI_DIRECTED_RECV;
+                                 FI_DIRECTED_RECV | FI_AV_USER_ID;
 constexpr uint64_t any_tag_bits = 0xaaaaaaaaaaaaaaaaULL;
 
 fi_tx_attr rdm_tx = {

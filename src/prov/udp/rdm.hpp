@@ -249,6 +249,7 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   uint64_t rx_op_flags_;
   size_t max_msg_;
   size_t tx_size_;
+  size_t rx_size_;
   bool locked_;
   bool auto_;  // FI_PROGRESS_AUTO: the domain's thread progresses us too
   bool enabled_ = false;
@@ -256,7 +257,7 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   util::rd::config rd_cfg_;
   uint64_t epoch_seed_;
   util::progress_hook hook_;
-  std::unique_ptr<util::srx> srx_;
+  std::unique_ptr<util::srx> srx_;  // made at fi_enable, with the AV
   fid_peer_srx* face_ = nullptr;
   // Peers by socket address (nodes do not move: pointers to peers stay
   // valid), and the ones sent to by fi_addr (an AV index).

@@ -684,6 +684,9 @@ void rdm_endpoint::on_datagram(const std::byte* buf, size_t n, const sockaddr_st
 template <class Lock>
 void rdm_endpoint::progress() noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
+  // A CQ bound before fi_enable runs this too: datagrams wait in the socket
+  // until there is an engine to match them.
+  if (!srx_) return;
   if (tx_deferred_head_) complete_deferred<Lock>();
   uint64_t now = util::now_ns();
   for (int i = 0; i < rx_batch; ++i) {

@@ -104,14 +104,7 @@ rdm_endpoint::rdm_endpoint(util::domain& dom, const fi_info& info, void* context
   std::random_device rd;
   epoch_seed_ = (uint64_t(rd()) << 32) ^ rd() ^ util::now_ns();
   rd_cfg_.peer_timeout_ns = cfg().rdm_peer_timeout_ms * 1'000'000ull;
-  util::srx_attr a;
-  a.prov = &provider();
-  a.threading = dom.lock_threading();
-  a.size = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : 1024;
-  a.min_multi_recv = min_multi_recv_;
-  a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
-  srx_ = std::make_unique<util::srx>(a);
-  face_ = srx_->add_peer(peer_table(locked_), this);
+  rx_size_ = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : 1024;
   tx_pool_ = std::make_unique<rdm_tx[]>(tx_size_);
   for (size_t i = 0; i < tx_size_; ++i) put_tx(&tx_pool_[i]);
   rxbuf_ = std::make_unique<std::byte[]>(proto::max_payload + 1);
@@ -159,7 +152,7 @@ int rdm_endpoint::close() {
   // The domain's thread lets go of us first (remove waits for a run under way).
   if (enabled_ && auto_) domain_->auto_progress().remove(this);
   bound_.unbind(this, sock_.get());
-  with_lock([&]<class Lock>() {
+  if (srx_) with_lock([&]<class Lock>() {
     // Messages half-received or queued unexpected go back to the engine
     // while this endpoint's peer face is still valid.
     for (auto& [key, p] : peers_) {
@@ -206,8 +199,23 @@ int rdm_endpoint::enable() {
       return to_fi(errc::nomem);
     }
   }
-  srx_->set_cq(bound_.rx_cq.get());
-  srx_->set_min_multi_recv(min_multi_recv_);
+  // The matching engine is made here, once the AV is bound: a directed
+  // receive's source is turned into the form completions report (the user
+  // id under FI_AV_USER_ID).
+  try {
+    util::srx_attr a;
+    a.prov = &provider();
+    a.rx_cq = bound_.rx_cq.get();
+    a.threading = domain_->lock_threading();
+    a.size = rx_size_;
+    a.min_multi_recv = min_multi_recv_;
+    a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
+    a.av = bound_.av_.get();
+    srx_ = std::make_unique<util::srx>(a);
+    face_ = srx_->add_peer(peer_table(locked_), this);
+  } catch (const std::bad_alloc&) {
+    return to_fi(errc::nomem);
+  }
   with_lock([&]<class Lock>() {
     msg = const_cast<fi_ops_msg*>(msg_table<Lock>());
     tagged = const_cast<fi_ops_tagged*>(tagged_table<Lock>());
@@ -248,7 +256,7 @@ errc rdm_endpoint::start_auto() noexcept {
 
 int rdm_endpoint::setopt(int level, int name, const void* val, size_t len) {
   int r = endpoint_object::setopt(level, name, val, len);
-  if (r == 0 && name == FI_OPT_MIN_MULTI_RECV) srx_->set_min_multi_recv(min_multi_recv_);
+  if (r == 0 && name == FI_OPT_MIN_MULTI_RECV && srx_) srx_->set_min_multi_recv(min_multi_recv_);
   return r;
 }
 
@@ -280,6 +288,7 @@ int rdm_endpoint::setname(const void* addr, size_t addrlen) {
 }
 
 ssize_t rdm_endpoint::cancel(void* context) {
+  if (!srx_) return to_fi(errc::noent);
   ssize_t r = 0;
   with_lock([&]<class Lock>() { r = srx_->cancel<Lock>(context); });
   // -FI_ENOENT when no receive has that context (as every weft endpoint
