@@ -131,7 +131,15 @@ struct peer {
     fid_cntr* c = nullptr;
     return fi_cntr_open(domain, &a, &c, nullptr) == 0 ? c : nullptr;
   }
+  // The window is allocated (and its atomic words set) before the endpoint
+  // exists: the progress thread that will write it starts with the
+  // endpoint, after these writes (an order ThreadSanitizer can see; the
+  // initiator's requests reach it through another process, which it
+  // cannot).
   bool open(const config& cfg, size_t window_len) {
+    mem.assign(window_len / 8, 0);
+    window = reinterpret_cast<char*>(mem.data());
+    init_words(window);
     fi_info* hints = hints_for(cfg, caps);
     hints->domain_attr->cq_data_size = 8;
     int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
@@ -157,8 +165,6 @@ struct peer {
         fi_ep_bind(ep, &ep_write->fid, FI_REMOTE_WRITE) ||
         fi_ep_bind(ep, &ep_read->fid, FI_REMOTE_READ) || fi_enable(ep))
       return fail("endpoint");
-    mem.assign(window_len / 8, 0);
-    window = reinterpret_cast<char*>(mem.data());
     if ((rc = fi_mr_reg(domain, window, window_len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 7,
                         FI_RMA_EVENT, &mr, nullptr)))
       return fail("fi_mr_reg: %d", rc);
@@ -233,9 +239,7 @@ bool wait_for_go(int fd) {
 
 // The target: sets up, publishes, calls nothing until told, then looks.
 bool target_main(peer& t, board& b, const config& cfg, int go) {
-  if (!t.open(cfg, win_len)) return false;
-  init_words(t.window);
-  if (!t.publish(b)) return false;
+  if (!t.open(cfg, win_len) || !t.publish(b)) return false;
   if (!wait_for_go(go)) return t.fail("the test process left");
   // Idle now (every operation has completed at the initiator): the
   // progress thread sleeps. Still nothing calls into the library.

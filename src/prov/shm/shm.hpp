@@ -470,6 +470,11 @@ class endpoint : public util::endpoint_object<endpoint> {
   void help_split(conn& c) noexcept;
   // Ends in's split transfer before every piece is in (see split.cpp).
   void seal_split(inbound& in) noexcept;
+  // Completes in's split transfer now (before a later message of the same
+  // sender completes): claims what is left, waits for the sender's piece.
+  // false when the sender died meanwhile.
+  template <class Lock>
+  bool finish_split(inbound& in) noexcept;
   template <class Lock>
   void send_ack(conn* c, uint64_t token, uint64_t status) noexcept {
     send_reply(c, proto::op_ack, token, status, nullptr, 0);
