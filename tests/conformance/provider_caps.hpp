@@ -51,6 +51,7 @@ inline const caps_table udp_dgram_caps = {
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
         {FI_FENCE, fence_why},
     },
+    true,
 };
 
 inline const caps_table udp_rdm_caps = {
@@ -64,6 +65,7 @@ inline const caps_table udp_rdm_caps = {
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
         {FI_FENCE, fence_why},
     },
+    true,
 };
 
 inline const caps_table tcp_rdm_caps = {

@@ -38,7 +38,7 @@ list=$(run -l)
 check "-l lists shm" grep -q "^shm:" <<<"$list"
 # -l names the data progress models each provider offers: manual everywhere,
 # automatic where the provider has a progress thread.
-for p in shm tcp; do
+for p in udp shm tcp; do
   models=$(grep -A2 "^$p:" <<<"$list" | grep "^    data progress:")
   check "-l: $p offers manual and automatic data progress" \
     test "$models" = "    data progress: FI_PROGRESS_MANUAL FI_PROGRESS_AUTO"
