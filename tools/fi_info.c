@@ -80,7 +80,8 @@ static void usage(void) {
          "  -e, --env\t\t\tprint libfabric environment variables\n"
          "  -g, --getenv=SUBSTR\t\tprint libfabric environment variables with substr\n"
          "  -i, --info=\t\t\tprint fi_info structures containing substr\n"
-         "  -l, --list\t\t\tlist available libfabric providers\n"
+         "  -l, --list\t\t\tlist available libfabric providers (and the data progress "
+         "models each offers)\n"
          "  -v, --verbose\t\t\tverbose output\n"
          "  -x, --explain\t\t\tfor each provider that offers nothing, the first hint it "
          "rejected\n"
@@ -155,6 +156,27 @@ static int start_explaining(void) {
   int ret = fi_import_log(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), 0, &logger);
   if (ret) fprintf(stderr, "fi_info: --explain needs fi_import_log: %s\n", fi_strerror(-ret));
   return ret;
+}
+
+/* -l: the data progress models a provider offers, each one it answers hints
+ * asking for it with (manual progress is every provider's default). */
+static void print_progress(const char *prov) {
+  static const enum fi_progress models[] = {FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO};
+  printf("    data progress:");
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+    struct fi_info *hints = fi_allocinfo(), *got = NULL;
+    if (!hints) break;
+    hints->mode = ~0ULL;
+    hints->domain_attr->mode = ~0ULL;
+    hints->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
+    hints->domain_attr->data_progress = models[i];
+    hints->fabric_attr->prov_name = strdup(prov);
+    if (fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &got) == 0)
+      printf(" %s", fi_tostr(&models[i], FI_TYPE_PROGRESS));
+    fi_freeinfo(got);
+    fi_freeinfo(hints);
+  }
+  printf("\n");
 }
 
 static void print_short(const struct fi_info *info) {
@@ -233,6 +255,7 @@ int main(int argc, char **argv) {
     if (flags & FI_PROV_ATTR_ONLY) {
       printf("%s:\n    version: %d.%d\n", i->fabric_attr->prov_name,
              FI_MAJOR(i->fabric_attr->prov_version), FI_MINOR(i->fabric_attr->prov_version));
+      print_progress(i->fabric_attr->prov_name);
     } else if (verbose) {
       const char *text = fi_tostr(i, FI_TYPE_INFO);
       if (filter && !strcasestr(text, filter)) continue;

@@ -4,6 +4,7 @@
 
 #include "util/wait.hpp"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -45,6 +46,9 @@ errc progress_thread::start() noexcept {
   } catch (...) {
     return errc::nomem;
   }
+  // Named, so that top, a debugger, or a test measuring its idle cost
+  // (/proc/self/task/*/comm) can tell it from the application's threads.
+  pthread_setname_np(thread_.native_handle(), thread_name);
   return errc::ok;
 }
 

@@ -33,6 +33,8 @@ class progress_thread {
   // application can resolve (re-armed after the backoff), true otherwise.
   using work_fn = bool (*)(void* obj) noexcept;
   static constexpr uint64_t backoff_ns = 1'000'000;
+  // The thread's name (at most 15 characters: the kernel's limit).
+  static constexpr char thread_name[] = "weft-progress";
 
   progress_thread() = default;
   ~progress_thread();

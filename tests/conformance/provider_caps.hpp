@@ -28,6 +28,9 @@ struct caps_table {
   uint64_t offers;      // asked together, fi_getinfo answers
   size_t cq_data_size;  // bytes of remote CQ data offered (0: none)
   lacking lacks[6];  // entries with a null reason are unused
+  // FI_PROGRESS_AUTO for data is offered when asked for (manual progress is
+  // every provider's default).
+  bool auto_progress = false;
 };
 
 inline constexpr uint64_t rma_atomic_caps = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE |
@@ -48,6 +51,7 @@ inline const caps_table udp_dgram_caps = {
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
         {FI_FENCE, fence_why},
     },
+    true,
 };
 
 inline const caps_table udp_rdm_caps = {
@@ -61,6 +65,7 @@ inline const caps_table udp_rdm_caps = {
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
         {FI_FENCE, fence_why},
     },
+    true,
 };
 
 inline const caps_table tcp_rdm_caps = {
@@ -74,6 +79,7 @@ inline const caps_table tcp_rdm_caps = {
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
         {FI_FENCE, fence_why},
     },
+    true,
 };
 
 inline const caps_table tcp_msg_caps = {
@@ -86,6 +92,7 @@ inline const caps_table tcp_msg_caps = {
          "a connected endpoint has one peer and no AV"},
         {FI_FENCE, fence_why},
     },
+    true,
 };
 
 inline const caps_table shm_rdm_caps = {
@@ -97,6 +104,7 @@ inline const caps_table shm_rdm_caps = {
     {
         {FI_FENCE, fence_why},
     },
+    true,
 };
 
 inline const caps_table* const caps_tables[] = {&udp_dgram_caps, &udp_rdm_caps, &tcp_rdm_caps, &tcp_msg_caps,

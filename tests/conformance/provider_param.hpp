@@ -55,6 +55,7 @@ inline const config all_configs[] = {
     {"shm", FI_EP_RDM, FI_THREAD_DOMAIN},
     {"shm", FI_EP_RDM, FI_THREAD_SAFE},
     {"shm", FI_EP_RDM, FI_THREAD_COMPLETION},
+    {"shm", FI_EP_RDM, FI_THREAD_DOMAIN, FI_PROGRESS_AUTO},
 };
 
 // Connection-oriented configurations (test_cm.cpp: a passive endpoint, an

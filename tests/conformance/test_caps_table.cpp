@@ -79,6 +79,38 @@ TEST_P(caps_table_of, what_it_lacks_is_refused) {
   EXPECT_GT(listed, 0);
 }
 
+// Automatic data progress (fi_domain(3)) is offered exactly where a table
+// says so, and only when asked for: hints that leave progress open, or ask
+// for manual progress, get FI_PROGRESS_MANUAL from every provider.
+TEST_P(caps_table_of, automatic_progress_only_where_listed_and_when_asked_for) {
+  const caps_table* t = caps_of(GetParam());
+  ASSERT_NE(t, nullptr);
+  auto ask = [&](fi_progress want, fi_info** info) {
+    config c = GetParam();
+    c.progress = FI_PROGRESS_MANUAL;  // hints_for leaves progress open
+    fi_info* hints = hints_for(c);
+    hints->domain_attr->data_progress = want;
+    int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, info);
+    fi_freeinfo(hints);
+    return rc;
+  };
+  for (fi_progress want : {FI_PROGRESS_UNSPEC, FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO}) {
+    SCOPED_TRACE(fi_tostr(&want, FI_TYPE_PROGRESS));
+    fi_info* info = nullptr;
+    int rc = ask(want, &info);
+    if (want == FI_PROGRESS_AUTO && !t->auto_progress) {
+      EXPECT_EQ(rc, -FI_ENODATA) << GetParam().prov
+                                 << " offers automatic progress: say so in its table";
+      fi_freeinfo(info);
+      continue;
+    }
+    ASSERT_EQ(rc, 0) << GetParam().prov << " no longer offers this progress model";
+    const fi_progress got = want == FI_PROGRESS_AUTO ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
+    for (fi_info* i = info; i; i = i->next) EXPECT_EQ(i->domain_attr->data_progress, got);
+    fi_freeinfo(info);
+  }
+}
+
 // The judgment the fixtures apply.
 TEST(caps_table, a_request_within_the_offer_may_not_skip) {
   config shm{"shm", FI_EP_RDM, FI_THREAD_DOMAIN};

@@ -8,6 +8,7 @@
 // outstanding: they fail, promptly, and nothing hangs. The processes are
 // forked before anything of libfabric is open in the test process. Providers
 // without FI_RMA / FI_ATOMIC skip.
+#include "procs.hpp"
 #include "provider_caps.hpp"
 
 #include <rdma/fi_atomic.h>
@@ -147,16 +148,6 @@ struct board {
   char why[nprocs][256];
 };
 static_assert(std::atomic<int>::is_always_lock_free);
-
-template <class T>
-T* shared_map() {
-  void* p = mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : new (p) T{};
-}
-template <class T>
-void shared_unmap(T* p) {
-  if (p) munmap(p, sizeof(T));
-}
 
 bool publish(node& n, card& c) {
   c.len = sizeof c.name;
@@ -311,33 +302,6 @@ bool peer_main(node& n, board& b, int me, const config& cfg) {
   if (me == 0) std::memcpy(&b.counter, n.window.data(), sizeof b.counter);
   return true;
 }
-
-int exit_code(pid_t pid) {
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Kills and reaps a child that is still ours when the test leaves early.
-struct child_guard {
-  pid_t pid = -1;
-  ~child_guard() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-  int reap() {
-    int rc = exit_code(pid);
-    pid = -1;
-    return rc;
-  }
-};
-template <class T>
-struct shared_guard {
-  T* p;
-  ~shared_guard() { shared_unmap(p); }
-};
 
 // Waits for every child, at most `seconds`; those still running are killed.
 std::vector<int> reap(const std::vector<pid_t>& pids, int seconds) {

@@ -34,7 +34,17 @@ check "... and exits 0" test $rc -eq 0
 check "... with no refusal line" test -z "$(grep '^udp: ' <<<"$out")"
 
 # The other options still work.
-check "-l lists shm" grep -q "^shm:" <<<"$(run -l)"
+list=$(run -l)
+check "-l lists shm" grep -q "^shm:" <<<"$list"
+# -l names the data progress models each provider offers: manual everywhere,
+# automatic where the provider has a progress thread.
+for p in udp shm tcp; do
+  models=$(grep -A2 "^$p:" <<<"$list" | grep "^    data progress:")
+  check "-l: $p offers manual and automatic data progress" \
+    test "$models" = "    data progress: FI_PROGRESS_MANUAL FI_PROGRESS_AUTO"
+done
+check "-l: every provider names its progress models" \
+  test "$(grep -c "^    data progress: FI_PROGRESS_MANUAL" <<<"$list")" -eq "$(grep -c "^[a-z]*:$" <<<"$list")"
 check "-p tcp -t FI_EP_MSG" grep -q "type: FI_EP_MSG" <<<"$(run -p tcp -t FI_EP_MSG)"
 check "-e lists FI_TCP_IFACE" grep -q "FI_TCP_IFACE" <<<"$(run -e)"
 check "-i filters verbose output" grep -q "FI_EP_DGRAM" <<<"$(run -p udp -i FI_EP_DGRAM)"

@@ -61,7 +61,11 @@ fi_domain_attr dom = [] {
   fi_domain_attr d{};
   d.name = const_cast<char*>("shm");
   d.threading = FI_THREAD_SAFE;
-  d.control_progress = FI_PROGRESS_AUTO;  // no control operations to progress
+  // No control operation waits for progress: AV inserts, registrations and
+  // bindings complete in their calls, and there is no connection to manage.
+  d.control_progress = FI_PROGRESS_AUTO;
+  // The default; FI_PROGRESS_AUTO when asked for (match_any_progress): a
+  // progress thread per domain (docs/architecture.md).
   d.data_progress = FI_PROGRESS_MANUAL;
   d.resource_mgmt = FI_RM_ENABLED;
   d.av_type = FI_AV_UNSPEC;
@@ -117,7 +121,7 @@ fi_info tmpl = [] {
 const fi_info& info_template() noexcept { return tmpl; }
 
 bool offers(uint32_t version, const fi_info& wanted) noexcept {
-  return util::info_fits(&provider(), version, tmpl, wanted);
+  return util::info_fits(&provider(), version, tmpl, wanted, util::match_any_progress);
 }
 
 }  // namespace weft::shm

@@ -102,7 +102,10 @@ endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
       caps_(info.caps),
       tx_op_flags_(info.tx_attr ? info.tx_attr->op_flags : 0),
       rx_op_flags_(info.rx_attr ? info.rx_attr->op_flags : 0),
-      locked_(util::shared_objects_need_lock(dom.threading())) {
+      // Under automatic progress the domain's thread is a second user of
+      // the endpoint: it locks whatever the application's threading model.
+      locked_(util::shared_objects_need_lock(dom.lock_threading())),
+      auto_(dom.progress() == FI_PROGRESS_AUTO) {
   uint32_t depth = info.tx_attr && info.tx_attr->size ? static_cast<uint32_t>(info.tx_attr->size)
                                                        : tx_depth;
   tx_ = std::make_unique<tx_entry[]>(depth);
@@ -148,6 +151,9 @@ int endpoint::close() {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_close: the endpoint is still referenced");
     return to_fi(errc::busy);
   }
+  // The domain's thread lets go of us first (remove waits for a run of our
+  // progress under way), so nothing progresses us from here on but this.
+  if (enabled_ && auto_) domain_->auto_progress().remove(this);
   // Under a peer SRX the owner outlives us: what it holds of ours goes back
   // now, while the CQ can still take the receives' errors.
   if (enabled_ && !srx_) {
@@ -212,7 +218,7 @@ int endpoint::enable() {
     util::srx_attr a;
     a.prov = prov;
     a.rx_cq = bound_.rx_cq.get();
-    a.threading = domain_->threading();
+    a.threading = domain_->lock_threading();
     a.size = rx_size_;
     a.min_multi_recv = min_multi_recv_;
     a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
@@ -255,7 +261,46 @@ int endpoint::enable() {
     }
   }
   enabled_ = true;
+  if (auto_) {
+    // Last: from here on the domain's thread may run our progress.
+    if (errc e = start_auto(); e != errc::ok) {
+      enabled_ = false;
+      return to_fi(e);
+    }
+  }
   return 0;
+}
+
+errc endpoint::start_auto() noexcept {
+  auto* prov = &provider();
+  // The thread sleeps on our wait set: the wake FIFO and the timer, which
+  // must run (it paces transfers under way, and it is what makes progress
+  // take the FIFO's bytes: watch_sleepers).
+  if (!next_tick_ns_) arm_timer(busy_tick_ns);
+  if (!waitset_.valid() || !next_tick_ns_) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL,
+              "fi_enable: automatic progress needs the endpoint's epoll set and timer, which "
+              "could not be made");
+    return errc::mfile;
+  }
+  if (!wake_.valid())  // why was logged by wake_fifo::create
+    WEFT_WARN(prov, FI_LOG_EP_CTRL,
+              "automatic progress without a wake FIFO: the progress thread polls every %llu us",
+              static_cast<unsigned long long>(busy_tick_ns / 1000));
+  // Senders always wake us (proto.hpp, "Waking the owner"): the thread
+  // sleeps whenever it has nothing to do. No ring is hot (heat()), so every
+  // message rings its doorbell.
+  cool_all();
+  region_.want_wakes(true);
+  wake_on_ = true;
+  util::progress_thread::work_fn fn =
+      locked_ ? &auto_work<util::mutex_lock> : &auto_work<util::null_lock>;
+  if (errc e = domain_->auto_progress().add(waitset_.get(), fn, this); e != errc::ok) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: cannot start automatic progress: %s",
+              fi_strerror(static_cast<int>(e)));
+    return e;
+  }
+  return errc::ok;
 }
 
 void endpoint::av_changed(void* self, bool inserted_only) noexcept {
@@ -275,13 +320,17 @@ void endpoint::av_changed(void* self, bool inserted_only) noexcept {
 
 void endpoint::arm_timer(uint64_t period) noexcept {
   if (!timer_.valid()) return;
+  // Read before the timer starts: it then never expires before the tick
+  // computed from it, so a readable timer is always read (tick()), and a
+  // thread sleeping on it never finds it readable and left unread.
+  const uint64_t start = util::now_ns();
   itimerspec its{};
   its.it_interval.tv_sec = static_cast<time_t>(period / 1'000'000'000);
   its.it_interval.tv_nsec = static_cast<long>(period % 1'000'000'000);
   its.it_value = its.it_interval;
   if (::timerfd_settime(timer_.get(), 0, &its, nullptr) != 0) return;
   tick_period_ns_ = period;
-  tick_start_ns_ = util::now_ns();
+  tick_start_ns_ = start;
   next_tick_ns_ = tick_start_ns_ + period;
 }
 
@@ -301,7 +350,7 @@ void endpoint::tick() noexcept {
 }
 
 void endpoint::watch_sleepers() noexcept {
-  bool want = false;
+  bool want = auto_;  // the progress thread sleeps whenever it has nothing to do
   for (util::cq* c : {bound_.tx_cq.get(), bound_.rx_cq.get()})
     if (c && c->may_sleep()) want = true;
   for (util::cntr* c : {bound_.send_cntr.get(), bound_.recv_cntr.get()})
@@ -358,7 +407,10 @@ ssize_t endpoint::rx_size_left() {
 
 ssize_t endpoint::tx_size_left() {
   if (!enabled_) return to_fi(errc::opbadstate);
-  // Inline sends take no entry; large ones one each.
+  // Inline sends take no entry; large ones one each. (Progress gives
+  // entries back, on another thread under automatic progress.)
+  if (!locked_) return static_cast<ssize_t>(tx_free_count_);
+  [[maybe_unused]] auto g = guard<util::mutex_lock>();
   return static_cast<ssize_t>(tx_free_count_);
 }
 

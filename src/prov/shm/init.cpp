@@ -101,7 +101,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       have_dest = true;
     }
     bool nomem = false;
-    info_ptr match{util::match_info(&provider(), version, info_template(), hints, &nomem)};
+    info_ptr match{util::match_info(&provider(), version, info_template(), hints, &nomem,
+                                     util::match_any_progress)};
     if (nomem) return to_fi(errc::nomem);
     if (!match) return to_fi(errc::nodata);
     if (have_dest && !set_name(match->dest_addr, match->dest_addrlen, dest))

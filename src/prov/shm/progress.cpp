@@ -132,6 +132,41 @@ void endpoint::progress_thunk(void* obj) noexcept {
   static_cast<endpoint*>(obj)->progress<Lock>();
 }
 
+// The progress thread's call (automatic progress only; the manual path
+// above is untouched). A pass leaves rings in `pending` when a ring held
+// more than its drain budget, or when what it holds waits for the
+// application (the receive CQ full, no receive entry left). Either way
+// nothing announces it again, so the thread is woken through our own FIFO
+// (as a sender would): at once when the pass moved something, after the
+// thread's backoff when it moved nothing, so a blocked endpoint is retried
+// every millisecond rather than spun on.
+template <class Lock>
+bool endpoint::auto_work(void* obj) noexcept {
+  auto* ep = static_cast<endpoint*>(obj);
+  [[maybe_unused]] auto g = ep->guard<Lock>();
+  // The FIFO is read here whatever wake_pending says: a sender between its
+  // exchange of wake_pending and its write may have had its flag taken by
+  // an earlier pass (ours or the application's), and its byte, arriving
+  // after that pass read the FIFO, would keep the wait set readable, the
+  // thread spinning. Reading first loses nothing: the pass below collects
+  // the doorbells after it (proto.hpp, "Waking the owner").
+  if (ep->wake_.valid()) ep->wake_.drain();
+  const uint64_t before = ep->consumed();
+  ep->progress<Lock>();
+  if (!ep->enabled_ || !ep->pending_.any()) return true;
+  if (ep->wake_.valid() && ep->region_.claim_wake()) ep->wake_.signal();
+  return ep->consumed() != before;
+}
+
+uint64_t endpoint::consumed() noexcept {
+  // Only rings ever claimed can have been read.
+  const uint32_t hwm = std::min(region_.claim_hwm(), region_.nrings());
+  uint64_t sum = 0;
+  for (uint32_t r = 0; r < hwm; ++r)
+    if (const inbound* in = in_[r].get()) sum += in->cons.position();
+  return sum;
+}
+
 template <class Lock>
 void endpoint::sweep_senders() noexcept {
   uint64_t now = util::now_ns();
@@ -659,6 +694,7 @@ void endpoint::retire_receives() noexcept {
 #define WEFT_SHM_INSTANTIATE(L)                                                         \
   template const fi_ops_srx_peer* endpoint::peer_table<L>() noexcept;                   \
   template void endpoint::progress_thunk<L>(void*) noexcept;                            \
+  template bool endpoint::auto_work<L>(void*) noexcept;                                 \
   template void endpoint::complete_rx<L>(fi_peer_rx_entry*, size_t, int) noexcept;      \
   template int endpoint::start<L>(fi_peer_rx_entry*) noexcept;                          \
   template int endpoint::discard<L>(fi_peer_rx_entry*) noexcept;                       \

@@ -163,6 +163,11 @@ class region {
     if (w.load(std::memory_order_seq_cst) & bit) return false;
     w.fetch_or(bit, std::memory_order_seq_cst);
     if (!std::atomic_ref<uint32_t>(hwm_->wake_wanted).load(std::memory_order_seq_cst)) return false;
+    return claim_wake();
+  }
+  // True when no wake is in flight and this call is the one to send it
+  // (one byte in the owner's FIFO at a time, however many ring).
+  bool claim_wake() noexcept {
     return std::atomic_ref<uint32_t>(hwm_->wake_pending).exchange(1, std::memory_order_acq_rel) == 0;
   }
   // The sender is done with the ring; the owner will reclaim it.

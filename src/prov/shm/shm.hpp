@@ -374,6 +374,13 @@ class endpoint : public util::endpoint_object<endpoint> {
   // The progress hook; defined beside progress() so that it is one call.
   template <class Lock>
   static void progress_thunk(void* obj) noexcept;
+  // Automatic progress (FI_PROGRESS_AUTO): the domain's progress thread
+  // runs this when the endpoint's wait set is readable (a sender's wake, our
+  // timer). Work left over wakes the thread again at once; false when none
+  // of it moved (only the application can unblock it: a full CQ, receives
+  // used up), so the thread retries after its backoff instead of spinning.
+  template <class Lock>
+  static bool auto_work(void* obj) noexcept;
   // The srx peer callbacks (fi_ops_srx_peer) of one lock policy: the owner
   // finds the endpoint through the entry's peer_context (a rec_base).
   template <class Lock>
@@ -463,6 +470,11 @@ class endpoint : public util::endpoint_object<endpoint> {
   void help_split(conn& c) noexcept;
   // Ends in's split transfer before every piece is in (see split.cpp).
   void seal_split(inbound& in) noexcept;
+  // Completes in's split transfer now (before a later message of the same
+  // sender completes): claims what is left, waits for the sender's piece.
+  // false when the sender died meanwhile.
+  template <class Lock>
+  bool finish_split(inbound& in) noexcept;
   template <class Lock>
   void send_ack(conn* c, uint64_t token, uint64_t status) noexcept {
     send_reply(c, proto::op_ack, token, status, nullptr, 0);
@@ -545,6 +557,12 @@ class endpoint : public util::endpoint_object<endpoint> {
   void complete_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept;
   void tick() noexcept;
   void arm_timer(uint64_t period_ns) noexcept;
+  // Under automatic progress: the thread sleeps on our wait set, senders
+  // always wake us (fi_enable).
+  errc start_auto() noexcept;
+  // The messages taken from our rings so far, summed (auto_work: did a
+  // pass move anything?).
+  uint64_t consumed() noexcept;
   // The fd sleepers on our CQs and counters watch: the timer and the FIFO.
   int wait_source() const noexcept { return waitset_.valid() ? waitset_.get() : timer_.get(); }
   // Finds senders that died without a word (a large transfer would have
@@ -558,6 +576,9 @@ class endpoint : public util::endpoint_object<endpoint> {
   uint64_t tx_op_flags_;
   uint64_t rx_op_flags_;
   bool locked_;
+  // FI_PROGRESS_AUTO: the domain's thread progresses us; senders always
+  // wake us (wake_on_ stays set from fi_enable on).
+  const bool auto_;
   bool enabled_ = false;
   bool want_source_ = false;
   util::progress_hook hook_;

@@ -182,6 +182,41 @@ void endpoint::poll_split(inbound& in) noexcept {
   finish_xfer<Lock>(x);
 }
 
+// A later message of in's sender was matched while a split copy of an
+// earlier one is still under way (the sender is copying a piece of it, or
+// has yet to: poll_split left it open). The earlier one completes first,
+// so that one sender's messages complete in the order they matched, as
+// they do when the receiver copies alone: what is left is claimed here,
+// and the piece the sender holds is one system call of its own, so the
+// wait is short. A sender that dies, or leaves its piece for a second,
+// fails that transfer; false when it died.
+template <class Lock>
+bool endpoint::finish_split(inbound& in) noexcept {
+  const uint64_t start = util::now_ns();
+  bool dead = false;
+  for (;;) {
+    poll_split<Lock>(in);
+    if (!in.split) return true;
+    const uint64_t now = util::now_ns();
+    if (now - start > stall_ns && in.same_ns && !in.live.check_now()) {
+      dead = true;
+      break;
+    }
+    if (now - start > 1'000'000'000ull) break;
+    sched_yield();
+  }
+  rx_xfer* x = in.split;
+  seal_split(in);
+  x->err = dead ? FI_ECONNRESET : FI_EIO;
+  x->done = true;
+  if (dead) {
+    in.dead = true;
+    pending_.set(in.ring);
+  }
+  finish_xfer<Lock>(x);
+  return !dead;
+}
+
 // Ends in's split transfer early (its receive is about to complete with an
 // error): no piece may be claimed any more, and the pieces the sender holds
 // must land before the receive buffer goes back to the application. The
@@ -250,7 +285,8 @@ void endpoint::help_split(conn& c) noexcept {
 
 #define WEFT_SHM_INSTANTIATE(L)                                                             \
   template bool endpoint::split_pull<L>(fi_peer_rx_entry*, const cma_rec&, uint64_t) noexcept; \
-  template void endpoint::poll_split<L>(inbound&) noexcept;
+  template void endpoint::poll_split<L>(inbound&) noexcept;                                 \
+  template bool endpoint::finish_split<L>(inbound&) noexcept;
 
 WEFT_SHM_INSTANTIATE(util::null_lock)
 WEFT_SHM_INSTANTIATE(util::mutex_lock)

@@ -68,6 +68,12 @@ void wake_fifo::drain() noexcept {
   }
 }
 
+void wake_fifo::signal() noexcept {
+  char b = 1;
+  // Full (EAGAIN): it is readable already, which is all a byte is for.
+  [[maybe_unused]] ssize_t r = ::write(wr_.get(), &b, 1);
+}
+
 bool wake_owner(util::unique_fd& fd, const std::string& dir,
                 const std::string& region_name) noexcept try {
   if (!fd.valid()) {

@@ -39,6 +39,9 @@ class wake_fifo {
   bool valid() const noexcept { return rd_.valid(); }
   // Reads every byte written so far (the read end is level-triggered).
   void drain() noexcept;
+  // The owner wakes itself (automatic progress with work left over): one
+  // byte through its own write end.
+  void signal() noexcept;
 
  private:
   std::string path_;

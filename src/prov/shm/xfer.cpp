@@ -98,6 +98,14 @@ void endpoint::pull(fi_peer_rx_entry* e, const cma_rec& r) noexcept {
     free_entry<Lock>(e);
     return;
   }
+  // An earlier message of this sender still being copied by both sides
+  // completes before this one (split.cpp).
+  if (r.in->split && !finish_split<Lock>(*r.in)) {
+    // It died meanwhile: its buffer is no longer promised to us.
+    complete_rx<Lock>(e, 0, FI_ECONNRESET);
+    free_entry<Lock>(e);
+    return;
+  }
   uint64_t len = std::min(capacity(e), r.total);
   // Once single copy from this sender is known to work, large messages are
   // copied by both sides (split.cpp); the first one proves it alone.
