@@ -634,8 +634,9 @@ TEST(udp_rdm, hostile_rma_datagrams_are_dropped_and_change_nothing) {
   r.key = rb.key + 77;
   shoot(op_rma_write, 102, &r, sizeof r, data, 16);
   r.key = rb.key;
-  // An answer to a request b never made.
-  shoot(op_rma_answer, 0x4242, nullptr, 0, data, 16);
+  // An answer to a request b never made (naming an entry of its pool, in
+  // the id's low half, and a generation).
+  shoot(op_rma_answer, 0x100000005, nullptr, 0, data, 16);
   // Malformed: no target range; a payload shorter than the range.
   wire_rma none = r;
   none.iov_count = 0;
@@ -686,7 +687,7 @@ TEST(udp_rdm, hostile_rma_datagrams_are_dropped_and_change_nothing) {
   EXPECT_EQ(rec.with("refused an RMA write (key").size(), 2u);
   EXPECT_EQ(rec.with("refused an atomic (key").size(), 1u);
   EXPECT_EQ(rec.with("refused an RMA read (key").size(), 1u);
-  EXPECT_EQ(rec.with("an RMA answer (id 0x4242) to no request of ours").size(), 1u);
+  EXPECT_EQ(rec.with("an RMA answer (id 0x100000005) to no request of ours").size(), 1u);
   EXPECT_EQ(rec.with("dropped an RMA write request: no target range").size(), 1u);
   EXPECT_EQ(rec.with("dropped an RMA write request: a payload of another length").size(), 1u);
 
