@@ -8,9 +8,11 @@ receiver. The receiver's resident memory is sampled before any traffic,
 once every message arrived (every peer active) and after a second of quiet
 (idle); the kernel's socket memory for the protocol is reported apart (it
 holds every process's sockets). Runs, interleaved for --reps repetitions
-(order alternating): weft udp RDM, weft tcp RDM, libfabric udp RDM
-(udp;ofi_rxd), libfabric tcp RDM (tcp;ofi_rxm). The issue's target: weft
-udp RDM at most 1/10 of weft tcp RDM per active peer.
+(order alternating): weft udp RDM, weft tcp RDM and libfabric udp RDM
+(udp;ofi_rxd). libfabric's tcp RDM (tcp;ofi_rxm) is not run: with 1024
+peers here it delivered one message per peer and no more in 120 s
+(2026-11-25), so it gives no number. The issue's target: weft udp RDM at
+most 1/10 of weft tcp RDM per active peer.
 
 Usage: bench/peer_scale.py [--peers 4096] [--procs 8] [--messages 4] [--reps 3]
 A run that fails or reports nothing ends the script with status 1 and no
@@ -63,14 +65,15 @@ def main():
                    check=True)
     loaded = record.require_libraries(exe, libs)
     rec.libraries(loaded)
-    cases = [(lib, prov) for prov in ("udp", "tcp") for lib in libs]
+    cases = [("weft", "udp"), ("libfabric", "udp"), ("weft", "tcp")]
     got = {c: [] for c in cases}
     for rep in range(args.reps):
         order = record.pair_order(libs, rep)
         rec.order(f"rep {rep + 1}: {', '.join(order)}")
         for prov in ("udp", "tcp"):
             for lib in order:
-                got[(lib, prov)].append(run(exe, libs[lib], prov, args))
+                if (lib, prov) in got:
+                    got[(lib, prov)].append(run(exe, libs[lib], prov, args))
         print(f"rep {rep + 1}/{args.reps}: " + ", ".join(
             f"{lib} {prov} {got[(lib, prov)][-1][0]} B" for lib, prov in cases), flush=True)
 
