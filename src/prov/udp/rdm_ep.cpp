@@ -104,6 +104,10 @@ rdm_endpoint::rdm_endpoint(util::domain& dom, const fi_info& info, void* context
   std::random_device rd;
   epoch_seed_ = (uint64_t(rd()) << 32) ^ rd() ^ util::now_ns();
   rd_cfg_.peer_timeout_ns = cfg().rdm_peer_timeout_ms * 1'000'000ull;
+  // Several resend rounds must fit in the peer timeout, or two losses in a
+  // row at the largest back-off would be taken for a dead peer.
+  rd_cfg_.rto_max_us = uint32_t(std::clamp<uint64_t>(cfg().rdm_peer_timeout_ms * 1000 / 8,
+                                                      rd_cfg_.rto_min_us, rd_cfg_.rto_max_us));
   rx_size_ = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : 1024;
   tx_pool_ = std::make_unique<rdm_tx[]>(tx_size_);
   for (size_t i = 0; i < tx_size_; ++i) put_tx(&tx_pool_[i]);
