@@ -7,18 +7,25 @@
 // starting epoch), then records of [length: 2 bytes little-endian][bytes],
 // each one datagram as a peer would send it. Every datagram is parsed; the
 // well-formed ones go to link::receive, data in order goes through an
-// assembly as the udp RDM endpoint does. Checked on every datagram, beyond
-// "no crash, no UB" (ASan, UBSan):
+// assembly as the udp RDM endpoint does, and a message's first datagram
+// whose op is an RMA request goes through udp's parse_request
+// (prov/udp/rdm_proto.hpp). Checked on every datagram, beyond "no crash,
+// no UB" (ASan, UBSan):
 //   - a malformed datagram changes nothing (it never reaches the link);
 //   - acknowledgements complete only datagrams that were sent, each once,
 //     oldest first, and never more than were in flight;
 //   - the receive side moves by exactly one datagram per `deliver` consumed,
 //     and an assembly never takes more than its message's length;
-//   - the link's timers keep answering within bounds.
+//   - the link's timers keep answering within bounds;
+//   - an RMA request parse_request accepts lies within what the target
+//     sizes by it: its header in the first datagram, header and data the
+//     message's length, an atomic's staged operands within 2 *
+//     rdm_atomic_max bytes, a write's data the sum of its ranges.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "prov/udp/rdm_proto.hpp"
 #include "util/rd_link.hpp"
 
 using namespace weft::util::rd;
@@ -27,6 +34,35 @@ using namespace weft::util::rd;
   do {                            \
     if (!(c)) __builtin_trap();   \
   } while (0)
+
+// An RMA request the udp target would accept: what it sizes by holds.
+static void check_rma(const view& v) {
+  namespace u = weft::udp;
+  const uint8_t op = v.m.op & ~weft::udp::rdm_op_with_data;
+  u::rma_request q;
+  if (u::parse_request(op, v.m, v.payload, v.h.bytes, q) != u::rma_malformed::none) return;
+  FUZZ_CHECK(q.h.iov_count >= 1 && q.h.iov_count <= u::rdm_max_rma_iov);
+  FUZZ_CHECK(q.hdr_len == sizeof(u::rma_hdr) + q.h.iov_count * sizeof(u::rma_iov));
+  FUZZ_CHECK(q.hdr_len <= v.h.bytes && q.hdr_len <= u::rma_hdr_max);
+  FUZZ_CHECK(q.hdr_len + q.data_len == v.m.len);
+  uint64_t total = 0;
+  for (unsigned i = 0; i < q.h.iov_count; ++i) {
+    FUZZ_CHECK(q.iov[i].addr + q.iov[i].len >= q.iov[i].addr);  // no range wraps
+    total += q.iov[i].len;
+  }
+  FUZZ_CHECK(total == q.total);
+  if (u::is_atomic(op)) {
+    FUZZ_CHECK(q.elem && q.h.count && q.total == uint64_t{q.h.count} * q.elem);
+    FUZZ_CHECK(q.total <= u::rdm_atomic_max && q.data_len <= 2 * u::rdm_atomic_max);
+    for (unsigned i = 0; i < q.h.iov_count; ++i) FUZZ_CHECK(q.iov[i].len % q.elem == 0);
+  } else if (op == uint8_t(u::rdm_op::rma_read)) {
+    FUZZ_CHECK(q.data_len == 0 && q.total <= u::rdm_rma_max);
+  } else {
+    FUZZ_CHECK(q.data_len == q.total && q.total <= u::rdm_rma_max);
+  }
+  if (op != uint8_t(u::rdm_op::atomic) && op != uint8_t(u::rdm_op::rma_write))
+    FUZZ_CHECK(q.h.flags & u::rma_flag_answer);
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
@@ -67,6 +103,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       continue;
     }
     if (v.payload) FUZZ_CHECK(reinterpret_cast<const uint8_t*>(v.payload) + v.h.bytes <= d + n);
+    if ((v.h.flags & flag_first) &&
+        weft::udp::is_request(v.m.op & ~weft::udp::rdm_op_with_data))
+      check_rma(v);
     auto on_ack = [&](const flight& f) {
       // Oldest first, each once: the token counts up from 1.
       FUZZ_CHECK(reinterpret_cast<uintptr_t>(f.msg) == acked + 1);

@@ -7,6 +7,8 @@
 #include <sys/uio.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 namespace weft::util {
 
@@ -25,6 +27,27 @@ inline bool iov_bases_ok(const iovec* iov, size_t count) noexcept {
   for (size_t i = 0; i < count; ++i)
     if (iov[i].iov_len && !iov[i].iov_base) return false;
   return true;
+}
+
+// Copies `len` bytes from `src` into the list, starting `off` bytes into
+// it; what lies past the list's end is cut. The bytes copied.
+inline size_t iov_copy_in(const iovec* iov, size_t count, uint64_t off, const void* src,
+                          size_t len) noexcept {
+  const char* from = static_cast<const char*>(src);
+  size_t left = len;
+  for (size_t i = 0; i < count && left; ++i) {
+    const size_t l = iov[i].iov_len;
+    if (off >= l) {
+      off -= l;
+      continue;
+    }
+    const size_t n = l - off < left ? l - off : left;
+    std::memcpy(static_cast<char*>(iov[i].iov_base) + off, from, n);
+    from += n;
+    left -= n;
+    off = 0;
+  }
+  return len - left;
 }
 
 // Whether an iovec list the application posts is unusable: more than `max`

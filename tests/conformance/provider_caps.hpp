@@ -58,10 +58,9 @@ inline const caps_table udp_rdm_caps = {
     "udp",
     FI_EP_RDM,
     FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV |
-        FI_AV_USER_ID,
+        FI_AV_USER_ID | rma_atomic_caps,
     8,
     {
-        {rma_atomic_caps, "RMA and atomics over reliable datagrams are not implemented yet"},
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
         {FI_FENCE, fence_why},
     },

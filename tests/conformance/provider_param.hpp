@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -103,6 +104,21 @@ inline bool ip_provider(const config& c) {
   fi_freeinfo(hints);
   return ip;
 }
+
+// udp RDM learns that a peer died only from its silence, after
+// FI_UDP_RDM_PEER_TIMEOUT_MS (10 s by default): the tests that kill a peer
+// run there under ctest's conformance.udp_rdm_timeouts, which sets 1 s.
+inline bool death_takes_too_long(const config& c) {
+  if (c.prov != std::string("udp")) return false;
+  const char* e = std::getenv("FI_UDP_RDM_PEER_TIMEOUT_MS");
+  return !e || std::atoi(e) <= 0 || std::atoi(e) > 3000;
+}
+#define SKIP_IF_DEATH_TAKES_TOO_LONG()                                                        \
+  do {                                                                                     \
+    if (::conformance::death_takes_too_long(GetParam()))                                   \
+      GTEST_SKIP() << "udp RDM sees a dead peer after FI_UDP_RDM_PEER_TIMEOUT_MS; ctest's " \
+                      "conformance.udp_rdm_timeouts runs this with 1 s";                    \
+  } while (0)
 
 #define SKIP_UNLESS_IP()                                                   \
   do {                                                                     \

@@ -644,21 +644,6 @@ TEST_P(rdm, bursts_after_pauses_arrive) {
   EXPECT_EQ(exit_code(pid), 0);
 }
 
-// udp RDM learns that a peer died only from its silence, after
-// FI_UDP_RDM_PEER_TIMEOUT_MS (10 s by default): the tests that kill a peer
-// run there under ctest's conformance.udp_rdm_timeouts, which sets 1 s.
-bool death_takes_too_long(const config& c) {
-  if (c.prov != std::string("udp")) return false;
-  const char* e = std::getenv("FI_UDP_RDM_PEER_TIMEOUT_MS");
-  return !e || std::atoi(e) <= 0 || std::atoi(e) > 3000;
-}
-#define SKIP_IF_DEATH_TAKES_TOO_LONG()                                                        \
-  do {                                                                                     \
-    if (death_takes_too_long(GetParam()))                                                  \
-      GTEST_SKIP() << "udp RDM sees a dead peer after FI_UDP_RDM_PEER_TIMEOUT_MS; ctest's " \
-                      "conformance.udp_rdm_timeouts runs this with 1 s";                    \
-  } while (0)
-
 // A receiver killed while a large send to it waits: the send completes in
 // error, the sender does not hang.
 TEST_P(rdm, killed_receiver_fails_the_send) {

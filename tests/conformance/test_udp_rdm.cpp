@@ -2,6 +2,7 @@
 // weft — udp FI_EP_RDM beyond the shared suite: a network that loses,
 // duplicates and reorders datagrams (a proxy between two endpoints), hostile
 // datagrams from a plain socket, and a peer restarted on the same port.
+#include "log_recorder.hpp"
 #include "ports.hpp"
 
 #include <rdma/fabric.h>
@@ -9,20 +10,23 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
 #include <gtest/gtest.h>
 
 #include <poll.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+#include <time.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <random>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -41,9 +45,10 @@ struct stack {
   fid_av* av = nullptr;
   std::vector<fid_ep*> eps;
 
-  explicit stack(fi_progress progress = FI_PROGRESS_MANUAL) {
+  explicit stack(uint64_t caps = FI_MSG | FI_TAGGED | FI_SOURCE,
+                 fi_progress progress = FI_PROGRESS_MANUAL) {
     fi_info* hints = fi_allocinfo();
-    hints->caps = FI_MSG | FI_TAGGED | FI_SOURCE;
+    hints->caps = caps;
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->data_progress = progress;
     hints->addr_format = FI_SOCKADDR_IN;
@@ -441,6 +446,265 @@ TEST(udp_rdm, a_peer_restarted_on_the_same_port_is_heard_afresh) {
   }
 }
 
+// ---- RMA and atomics ----
+
+constexpr uint64_t rma_caps =
+    FI_MSG | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+// A buffer registered on the stack's domain (declared after the stack, so
+// closed before its domain): its key and the RMA address of its first byte.
+struct region {
+  fid_mr* mr = nullptr;
+  uint64_t key = 0, base = 0;
+  region(stack& s, void* buf, size_t len, uint64_t access, uint64_t want_key) {
+    EXPECT_EQ(fi_mr_reg(s.dom, buf, len, access, 0, want_key, 0, &mr, nullptr), 0);
+    if (!mr) return;
+    key = fi_mr_key(mr);
+    const bool virt = s.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
+    base = virt ? reinterpret_cast<uint64_t>(buf) : 0;
+  }
+  ~region() {
+    if (mr) fi_close(&mr->fid);
+  }
+};
+
+// Posts until the endpoint has room (driving progress meanwhile).
+template <class Post>
+ssize_t post(stack& s, Post&& p) {
+  ssize_t r;
+  while ((r = p()) == -FI_EAGAIN) fi_cq_read(s.cq, nullptr, 0);
+  return r;
+}
+
+// RMA and atomics on the proxy's network (5% loss, 10% reordering, 1%
+// duplication): writes and reads from 1 byte to 2 MiB arrive byte for byte,
+// atomics apply exactly once (a duplicated or resent request must not add
+// twice), and a write to a key the target never registered fails at the
+// initiator while the target's memory stays as it was.
+TEST(udp_rdm, rma_and_atomics_cross_a_network_that_loses_duplicates_and_reorders) {
+  stack s(rma_caps);
+  ASSERT_TRUE(s.dom);
+  fid_ep* a = s.endpoint();
+  fid_ep* b = s.endpoint();
+  ASSERT_TRUE(a && b);
+  lossy_proxy px(s.name(a), s.name(b), 0.05, 0.01, 0.10);
+  fi_addr_t b_for_a = s.insert(lossy_proxy::name_of(px.toward_a));
+  fi_addr_t a_for_b = s.insert(lossy_proxy::name_of(px.toward_b));
+  const size_t big = 2 << 20;
+  std::vector<char> mem_b(big + 8192, 0), mem_a(big, 0);
+  std::vector<int64_t> words(8, 100);
+  region rb(s, mem_b.data(), mem_b.size(), FI_REMOTE_READ | FI_REMOTE_WRITE, 41);
+  region ra(s, mem_a.data(), mem_a.size(), FI_REMOTE_WRITE, 42);
+  region rw(s, words.data(), words.size() * 8, FI_REMOTE_READ | FI_REMOTE_WRITE, 43);
+  ASSERT_TRUE(rb.mr && ra.mr && rw.mr);
+  fi_context ctx;
+  fi_cq_err_entry err{};
+  unsigned seed = 7;
+  for (size_t size : {size_t{1}, size_t{5000}, size_t{70000}, big}) {
+    SCOPED_TRACE(testing::Message() << size << " bytes");
+    const size_t off = size == big ? 8192 : 100 + size % 4096;
+    auto out = pattern(size, ++seed);
+    std::vector<char> back(size, 0);
+    ASSERT_EQ(post(s, [&] { return fi_write(a, out.data(), size, nullptr, b_for_a, rb.base + off,
+                                            rb.key, &ctx); }),
+              0);
+    ASSERT_EQ(s.wait_for(&ctx, &err, 60), 1) << fi_strerror(err.err);
+    ASSERT_EQ(std::memcmp(mem_b.data() + off, out.data(), size), 0);
+    ASSERT_EQ(post(s, [&] { return fi_read(a, back.data(), size, nullptr, b_for_a, rb.base + off,
+                                           rb.key, &ctx); }),
+              0);
+    ASSERT_EQ(s.wait_for(&ctx, &err, 60), 1) << fi_strerror(err.err);
+    ASSERT_EQ(back, out);
+  }
+  // The other way: b writes 1 MiB (two pieces from one vector) into a.
+  auto out = pattern(1 << 20, 99);
+  iovec iov[2] = {{out.data(), 300000}, {out.data() + 300000, out.size() - 300000}};
+  ASSERT_EQ(post(s, [&] { return fi_writev(b, iov, nullptr, 2, a_for_b, ra.base, ra.key, &ctx); }),
+            0);
+  ASSERT_EQ(s.wait_for(&ctx, &err, 60), 1) << fi_strerror(err.err);
+  ASSERT_EQ(std::memcmp(mem_a.data(), out.data(), out.size()), 0);
+  // Atomics: each applies once however often its datagrams travel.
+  int64_t add[3] = {1, 2, 3}, prior[3] = {};
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(post(s, [&] { return fi_fetch_atomic(a, add, 3, nullptr, prior, nullptr, b_for_a,
+                                                   rw.base + 8, rw.key, FI_INT64, FI_SUM, &ctx); }),
+              0);
+    ASSERT_EQ(s.wait_for(&ctx, &err, 60), 1) << fi_strerror(err.err);
+    ASSERT_EQ(prior[0], 100 + i * 1);
+    ASSERT_EQ(prior[2], 100 + i * 3);
+  }
+  EXPECT_EQ(words[1], 120);
+  EXPECT_EQ(words[2], 140);
+  EXPECT_EQ(words[3], 160);
+  int64_t swap = -5, expect = 100, old = 0;
+  ASSERT_EQ(post(s, [&] { return fi_compare_atomic(a, &swap, 1, nullptr, &expect, nullptr, &old,
+                                                   nullptr, b_for_a, rw.base, rw.key, FI_INT64,
+                                                   FI_CSWAP, &ctx); }),
+            0);
+  ASSERT_EQ(s.wait_for(&ctx, &err, 60), 1) << fi_strerror(err.err);
+  EXPECT_EQ(old, 100);
+  EXPECT_EQ(words[0], -5);
+  for (int i = 0; i < 10; ++i)
+    ASSERT_EQ(post(s, [&] { return fi_inject_atomic(a, add, 1, b_for_a, rw.base + 32, rw.key,
+                                                    FI_INT64, FI_SUM); }),
+              0);
+  int64_t now = 0;
+  ASSERT_EQ(post(s, [&] { return fi_fetch_atomic(a, nullptr, 1, nullptr, &now, nullptr, b_for_a,
+                                                 rw.base + 32, rw.key, FI_INT64, FI_ATOMIC_READ,
+                                                 &ctx); }),
+            0);
+  ASSERT_EQ(s.wait_for(&ctx, &err, 60), 1) << fi_strerror(err.err);
+  EXPECT_EQ(now, 110) << "the injected atomics went ahead of the read on one ordered stream";
+  // A key b never registered: refused at b, an error at a, nothing placed
+  // (a write of many datagrams, each of them thrown away).
+  std::vector<char> before(mem_b);
+  auto junk = pattern(200000, 3);
+  ASSERT_EQ(post(s, [&] { return fi_write(a, junk.data(), junk.size(), nullptr, b_for_a, rb.base,
+                                          rb.key + 1000, &ctx); }),
+            0);
+  ASSERT_EQ(s.wait_for(&ctx, &err, 60), -FI_EAVAIL);
+  EXPECT_EQ(err.err, FI_EACCES);
+  EXPECT_EQ(err.op_context, &ctx);
+  EXPECT_EQ(mem_b, before) << "a refused write placed data";
+  EXPECT_GT(px.dropped.load(), 0u);
+}
+
+// The datagrams of RMA requests and answers as the wire format documents
+// them (util/rd_proto.hpp, prov/udp/rdm_proto.hpp).
+struct wire_dgram {
+  uint8_t magic = 0xd7, version = 1, kind = 1, flags = 3;  // data, first and last
+  uint32_t epoch = 81, to_epoch = 0, seq = 0, ack = 0, window = 16, bytes = 0, reserved = 0;
+};
+struct wire_msg {
+  uint8_t op = 0, reserved[7] = {};
+  uint64_t len = 0, tag = 0, data = 0;
+};
+struct wire_rma {
+  uint8_t iov_count = 1, flags = 1, datatype = 0, atomic_op = 0;  // flags 1: answer me
+  uint32_t count = 0;
+  uint64_t addr = 0, len = 0, key = 0;  // one target range
+};
+static_assert(sizeof(wire_dgram) == 32 && sizeof(wire_msg) == 32 && sizeof(wire_rma) == 32);
+constexpr uint8_t op_rma_write = 3, op_rma_read = 4, op_atomic = 5, op_rma_answer = 8;
+
+// Requests no correct peer sends, or that the target's registrations do
+// not cover, from a plain socket: each is logged; those well-formed enough
+// to answer are answered with FI_EACCES (the socket reads the answers),
+// malformed ones and an answer to a request never made are dropped. The
+// target's memory changes only where the last, legitimate write put it,
+// and its CQ stays empty.
+TEST(udp_rdm, hostile_rma_datagrams_are_dropped_and_change_nothing) {
+  stack s(rma_caps);
+  ASSERT_TRUE(s.dom);
+  fid_ep* a = s.endpoint();
+  fid_ep* b = s.endpoint();
+  ASSERT_TRUE(a && b);
+  sockaddr_in b_name = s.name(b);
+  std::vector<char> mem(4096, 0x5a);
+  region rb(s, mem.data(), mem.size(), FI_REMOTE_READ | FI_REMOTE_WRITE, 51);
+  ASSERT_TRUE(rb.mr);
+  recorder rec;
+  ASSERT_EQ(rec.ret, 0);
+
+  int h = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+  sockaddr_in any = loopback(0);
+  ASSERT_EQ(::bind(h, reinterpret_cast<sockaddr*>(&any), sizeof any), 0);
+  uint32_t seq = 0;
+  // One request (or answer) per datagram, numbered in order on one stream.
+  auto shoot = [&](uint8_t op, uint64_t tag, const wire_rma* r, size_t rma_bytes,
+                   const void* data, size_t data_len) {
+    std::vector<char> d(64 + rma_bytes + data_len);
+    wire_dgram hh;
+    hh.seq = seq++;
+    hh.bytes = uint32_t(rma_bytes + data_len);
+    wire_msg mm;
+    mm.op = op;
+    mm.len = rma_bytes + data_len;
+    mm.tag = tag;
+    std::memcpy(d.data(), &hh, 32);
+    std::memcpy(d.data() + 32, &mm, 32);
+    if (rma_bytes) std::memcpy(d.data() + 64, r, rma_bytes);
+    if (data_len) std::memcpy(d.data() + 64 + rma_bytes, data, data_len);
+    ::sendto(h, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&b_name), sizeof b_name);
+  };
+  const char data[16] = "hostile bytes!!";
+  wire_rma r;
+  r.key = rb.key;
+  // 101: 16 bytes from 4090: past the region's end.
+  r.addr = rb.base + 4090;
+  r.len = 16;
+  shoot(op_rma_write, 101, &r, sizeof r, data, 16);
+  // 102: a key nobody registered.
+  r.addr = rb.base;
+  r.key = rb.key + 77;
+  shoot(op_rma_write, 102, &r, sizeof r, data, 16);
+  r.key = rb.key;
+  // An answer to a request b never made (naming an entry of its pool, in
+  // the id's low half, and a generation).
+  shoot(op_rma_answer, 0x100000005, nullptr, 0, data, 16);
+  // Malformed: no target range; a payload shorter than the range.
+  wire_rma none = r;
+  none.iov_count = 0;
+  shoot(op_rma_write, 103, &none, sizeof none, data, 16);
+  r.len = 32;
+  shoot(op_rma_write, 104, &r, sizeof r, data, 16);
+  // 105: an atomic whose 8 bytes end past the region; 106: a read of 1 byte
+  // past its end.
+  wire_rma at = r;
+  at.addr = rb.base + 4092;
+  at.len = 8;
+  at.datatype = FI_INT64;
+  at.atomic_op = FI_SUM;
+  at.count = 1;
+  shoot(op_atomic, 105, &at, sizeof at, data, 8);
+  r.addr = rb.base + 4000;
+  r.len = 97;
+  shoot(op_rma_read, 106, &r, sizeof r, nullptr, 0);
+  // 107: the one legitimate write, 16 bytes at offset 100.
+  r.addr = rb.base + 100;
+  r.len = 16;
+  shoot(op_rma_write, 107, &r, sizeof r, data, 16);
+
+  // Read the answers (each may come more than once: we acknowledge none).
+  std::map<uint64_t, uint64_t> status;  // tag -> status
+  auto until = clock_type::now() + std::chrono::seconds(5);
+  while (status.size() < 5 && clock_type::now() < until) {
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(fi_cq_read(s.cq, &e, 1), -FI_EAGAIN) << "a hostile datagram made a completion";
+    char buf[2048];
+    ssize_t n = ::recv(h, buf, sizeof buf, 0);
+    if (n < 64) continue;
+    wire_dgram hh;
+    wire_msg mm;
+    std::memcpy(&hh, buf, 32);
+    if (hh.kind != 1 || !(hh.flags & 1)) continue;
+    std::memcpy(&mm, buf + 32, 32);
+    EXPECT_EQ(mm.op, op_rma_answer);
+    EXPECT_EQ(mm.len, 0u);
+    status[mm.tag] = mm.data;
+  }
+  std::map<uint64_t, uint64_t> want = {
+      {101, FI_EACCES}, {102, FI_EACCES}, {105, FI_EACCES}, {106, FI_EACCES}, {107, 0}};
+  EXPECT_EQ(status, want);
+  std::vector<char> expect(4096, 0x5a);
+  std::memcpy(expect.data() + 100, data, 16);
+  EXPECT_EQ(mem, expect) << "a refused request placed data";
+  EXPECT_EQ(rec.with("refused an RMA write (key").size(), 2u);
+  EXPECT_EQ(rec.with("refused an atomic (key").size(), 1u);
+  EXPECT_EQ(rec.with("refused an RMA read (key").size(), 1u);
+  EXPECT_EQ(rec.with("an RMA answer (id 0x100000005) to no request of ours").size(), 1u);
+  EXPECT_EQ(rec.with("dropped an RMA write request: no target range").size(), 1u);
+  EXPECT_EQ(rec.with("dropped an RMA write request: a payload of another length").size(), 1u);
+
+  // The real peer's RMA still works.
+  fi_addr_t fb = s.insert(b_name);
+  fi_context ctx;
+  ASSERT_EQ(fi_write(a, "real", 4, nullptr, fb, rb.base + 200, rb.key, &ctx), 0);
+  ASSERT_EQ(s.wait_for(&ctx), 1);
+  EXPECT_EQ(std::memcmp(mem.data() + 200, "real", 4), 0);
+  ::close(h);
+}
+
 // FI_PROGRESS_AUTO: a target that calls nothing into the library after
 // setup still takes messages (the domain's thread acknowledges them, so the
 // sender's sends complete), and the messages are there when it looks.
@@ -457,7 +721,7 @@ TEST(udp_rdm, a_target_that_calls_nothing_takes_messages_under_automatic_progres
     close(go[1]);
     int rc = 0;
     {
-      stack t(FI_PROGRESS_AUTO);
+      stack t(FI_MSG | FI_TAGGED | FI_SOURCE, FI_PROGRESS_AUTO);
       fid_ep* ep = t.dom ? t.endpoint() : nullptr;
       if (!ep) _exit(10);
       sockaddr_in me = t.name(ep);
@@ -506,7 +770,7 @@ TEST(udp_rdm, a_target_that_calls_nothing_takes_messages_under_automatic_progres
 // Idle under automatic progress, the domain's thread sleeps: the process
 // uses under 1% of a core over 300 ms with nothing to do.
 TEST(udp_rdm, an_idle_endpoint_under_automatic_progress_costs_no_cpu) {
-  stack s(FI_PROGRESS_AUTO);
+  stack s(FI_MSG | FI_TAGGED | FI_SOURCE, FI_PROGRESS_AUTO);
   ASSERT_TRUE(s.dom);
   fid_ep* a = s.endpoint();
   fid_ep* b = s.endpoint();

@@ -107,11 +107,13 @@ fi_info tmpl = [] {
   return i;
 }();
 
-// FI_EP_RDM: reliable datagrams (rdm.hpp). Messages and tagged messages;
-// RMA and atomics are not offered yet.
-constexpr uint64_t rdm_tx_caps = FI_MSG | FI_TAGGED | FI_SEND;
+// FI_EP_RDM: reliable datagrams (rdm.hpp). Messages and tagged messages,
+// RMA and atomics (executed at the target, rdm_rma.cpp).
+constexpr uint64_t rdm_tx_caps =
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE;
 constexpr uint64_t rdm_rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_MULTI_RECV |
-                                 FI_DIRECTED_RECV | FI_AV_USER_ID;
+                                 FI_DIRECTED_RECV | FI_AV_USER_ID | FI_RMA | FI_ATOMIC |
+                                 FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
 constexpr uint64_t any_tag_bits = 0xaaaaaaaaaaaaaaaaULL;
 
 fi_tx_attr rdm_tx = {
@@ -123,7 +125,7 @@ fi_tx_attr rdm_tx = {
     .inject_size = rdm_inject_size,
     .size = 1024,
     .iov_limit = max_iov,
-    .rma_iov_limit = 0,
+    .rma_iov_limit = rdm_max_rma_iov,
     .tclass = 0,
 };
 

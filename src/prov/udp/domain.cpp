@@ -31,6 +31,17 @@ const util::av_codec* codec_for(const util::domain& dom) {
   return util::ip_codec(dom.addr_format());
 }
 
+// fi_query_atomic: what the RDM endpoint's atomics carry (rdm_rma.cpp); a
+// domain opened for what offers no atomics (FI_EP_DGRAM) has none.
+int query_atomic(util::domain& dom, int datatype, int op, fi_atomic_attr* attr,
+                 uint64_t flags) noexcept {
+  if (!(dom.caps() & FI_ATOMIC)) {
+    WEFT_WARN(&provider(), FI_LOG_DOMAIN, "fi_query_atomic on a domain opened without FI_ATOMIC");
+    return to_fi(errc::nosys);
+  }
+  return util::query_atomic_logged(&provider(), datatype, op, attr, flags, rdm_atomic_max);
+}
+
 }  // namespace
 
 const util::fabric_hooks fabric_hooks = {
@@ -41,7 +52,7 @@ const util::fabric_hooks fabric_hooks = {
 const util::domain_hooks domain_hooks = {
     .endpoint = open_endpoint,
     .codec = codec_for,
-    .query_atomic = nullptr,
+    .query_atomic = query_atomic,
     .srx_ctx = nullptr,
 };
 

@@ -18,8 +18,10 @@
 // network; on loopback one datagram carries 60 KiB.
 #pragma once
 
+#include "prov/udp/rdm_proto.hpp"
 #include "prov/udp/udp.hpp"
 #include "util/rd_link.hpp"
+#include "util/rma_ops.hpp"
 #include "util/srx.hpp"
 
 #include <rdma/fi_tagged.h>
@@ -41,10 +43,17 @@ inline constexpr size_t rdm_inject_size = 256;
 inline constexpr size_t rdm_headers = sizeof(util::rd::dgram) + sizeof(util::rd::msg);
 inline constexpr size_t rdm_max_seg = proto::max_payload - rdm_headers;
 inline constexpr size_t rdm_max_msg = size_t{1} << 30;  // 1 GiB
+static_assert(rdm_max_msg == rdm_rma_max);
 
-// The rd::msg op codes of this provider.
-enum class rdm_op : uint8_t { msg = 1, tagged = 2 };
-inline constexpr uint8_t rdm_op_with_data = 0x80;  // remote CQ data in msg.data
+// Buffers a transmit entry gathers: a request's header and the
+// application's iovec; at a target, the registered segments a read's
+// ranges cover (a range may span the segments of one registration).
+inline constexpr size_t rdm_tx_iov = 1 + 2 * max_iov;
+// Bytes a transmit entry holds itself: an injected message; an RMA
+// request's header with injected data or an atomic's operands and compare
+// values; at a target, a request's header and the operands it stages.
+inline constexpr size_t rdm_tx_buf = rma_hdr_max + 2 * rdm_atomic_max;
+static_assert(rdm_tx_buf >= rma_hdr_max + rdm_inject_size);
 
 struct rdm_peer;
 
@@ -66,19 +75,36 @@ struct peer_key_hash {
   }
 };
 
-// One message being sent, from fi_send to its acknowledgement.
+// What a transmit entry is (rdm_rma.cpp for the last two).
+enum class rdm_tx_kind : uint8_t {
+  message,   // a send, or an RMA write or atomic that asks for no answer
+  request,   // an RMA or atomic that completes with the target's rma_answer
+  response,  // at a target: a request being received, then its rma_answer
+};
+
+// One message being sent, from fi_send to its acknowledgement (a request:
+// to its answer).
 struct rdm_tx {
   rdm_tx* next;          // in its peer's queue, or the free list
   rdm_peer* peer;
   util::rd::msg hdr;
-  iovec iov[max_iov];
+  iovec iov[rdm_tx_iov];
   uint8_t count;
   bool complete;         // write a completion on the transmit CQ
   bool report;           // count it (not for fi_inject's internal form)
+  rdm_tx_kind kind;
+  bool awaiting;         // request: sent and acknowledged, its answer not yet in
+  uint8_t dst_count;     // request: where the answer's payload goes
+  uint16_t rma_hdr_len;  // response: the request's rma_hdr and rma_iovs, in buf
+  uint32_t gen;          // request: the high half of its id (ids of reused entries differ)
+  int32_t err;           // request, response: the FI_E* code of a refusal, or 0
+  util::cntr* cntr;      // the counter its completion counts on
   uint64_t cq_flags;
   void* context;
   uint64_t queued;       // payload bytes handed to datagrams so far
-  std::byte inject[rdm_inject_size];
+  uint64_t dst_len;      // request: bytes its answer carries
+  iovec dst[max_iov];
+  alignas(16) std::byte buf[rdm_tx_buf];
 };
 
 // What an endpoint knows of one peer. Idle (nothing in flight) it is this
@@ -88,20 +114,25 @@ struct rdm_peer {
   util::rd::link link;
   const peer_key* key = nullptr;    // its address: the table's key
   uint32_t seg = 0;                 // payload bytes per datagram to this peer
+  // Lists of the endpoint this peer is on (an index, or -1).
+  int32_t busy_at = -1;             // something in flight or unsent: timers and sends to run
   fi_addr_t src = FI_ADDR_NOTAVAIL;  // how completions name it (FI_ADDR_NOTAVAIL: not in the AV)
   rdm_tx* head = nullptr;           // messages not yet acknowledged, oldest first
   rdm_tx* tail = nullptr;
   rdm_tx* unsent = nullptr;         // the first with datagrams still to send
-  // The message being received from this peer.
+  // The message being received from this peer: a receive's, or an RMA
+  // message's (a request we serve, or the answer to one of ours).
   fi_peer_rx_entry* rx = nullptr;
-  bool rx_unexp = false;
-  bool rx_dropped = false;          // no entry: its datagrams are acknowledged and dropped
+  rdm_tx* rma = nullptr;
   util::rd::assembly rx_as;         // its length and how much has come
   uint64_t heard_ns = 0;            // when its last datagram came
-  // Lists of the endpoint this peer is on (an index, or -1).
-  int32_t busy_at = -1;             // something in flight or unsent: timers and sends to run
+  uint32_t awaiting = 0;            // our requests acknowledged by it and not yet answered
+  bool rx_unexp = false;
+  bool rx_dropped = false;          // no entry: its datagrams are acknowledged and dropped
   bool ack_listed = false;
 
+  // Something of it is half-received, or answers of it are owed to us.
+  bool waited_for() const noexcept { return rx || rma || awaiting; }
   const sockaddr* sa() const noexcept { return key->sa(); }
   socklen_t sa_len() const noexcept { return key->len; }
 };
@@ -165,6 +196,18 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   static const fi_ops_tagged* tagged_table() noexcept;
   static const fi_ops_srx_peer* peer_table(bool locked) noexcept;
 
+  // RMA and atomics (rdm_rma.cpp): every call form of fi_rma(3) and
+  // fi_atomic(3) ends in these (util::rma_ops).
+  template <class Lock>
+  ssize_t post_rma(const util::rma_request& r) noexcept;
+  template <class Lock>
+  ssize_t post_atomic(const util::atomic_request& r) noexcept;
+  size_t atomic_max_bytes() const noexcept { return rdm_atomic_max; }
+  template <class Lock>
+  static const fi_ops_rma* rma_table() noexcept;
+  template <class Lock>
+  static const fi_ops_atomic* atomic_table() noexcept;
+
   static const fi_provider* prov() noexcept;
   uint64_t tx_op_flags() const noexcept { return tx_op_flags_; }
   uint64_t rx_op_flags() const noexcept { return rx_op_flags_; }
@@ -224,6 +267,35 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   void complete_deferred() noexcept;
   template <class Lock>
   void drop_rx(rdm_peer& p, int err) noexcept;
+  // RMA messages (rdm_rma.cpp). take_rma takes each datagram of one (a
+  // request we serve, or the answer to ours; take_data dispatches on the
+  // first datagram's op); false leaves it unconsumed, as take_data.
+  template <class Lock>
+  bool take_rma(rdm_peer& p, const util::rd::view& v) noexcept;
+  template <class Lock>
+  bool begin_request(rdm_peer& p, const util::rd::view& v, uint8_t op) noexcept;
+  template <class Lock>
+  void begin_answer(rdm_peer& p, const util::rd::view& v) noexcept;
+  template <class Lock>
+  void finish_request(rdm_peer& p, rdm_tx* r) noexcept;
+  // The last datagram of a request (or a fire-and-forget write) of ours was
+  // acknowledged: it waits for its answer, or completes.
+  template <class Lock>
+  void rma_acked(rdm_peer& p, rdm_tx* t) noexcept;
+  // Drops the RMA message half-received from p (a request: its data; an
+  // answer: its request fails with `err`) and, with `awaiting`, fails the
+  // requests still waiting for p's answers.
+  template <class Lock>
+  void drop_rma(rdm_peer& p, int err, bool awaiting) noexcept;
+  // Appends t to p's queue of messages to send.
+  void enqueue(rdm_peer& p, rdm_tx* t) noexcept;
+  template <class Lock>
+  ssize_t post_entry(rdm_peer& p, rdm_tx* t, void* context, bool completion, bool silent,
+                     bool answer) noexcept;
+  template <class Lock>
+  void finish_answer(rdm_peer& p, rdm_tx* t, int err) noexcept;
+  rdm_tx* take_response() noexcept;
+  void put_response(rdm_tx* t) noexcept;
   rdm_unexp* alloc_unexp(size_t len, rdm_peer* from) noexcept;
   void free_unexp(rdm_unexp* b) noexcept;
   // The AV changed: peers and queued messages are named again.
@@ -269,6 +341,11 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   std::unique_ptr<rdm_tx[]> tx_pool_;
   rdm_tx* tx_free_ = nullptr;
   size_t tx_free_count_ = 0;
+  // Entries for the requests we serve (rdm_rma.cpp), apart from the
+  // application's so that answering never waits for its sends; allocated
+  // when the first request arrives.
+  std::unique_ptr<rdm_tx[]> resp_pool_;
+  rdm_tx* resp_free_ = nullptr;
   rdm_tx* tx_deferred_head_ = nullptr;  // acknowledged, waiting for room in the CQ
   rdm_tx* tx_deferred_tail_ = nullptr;
   // Bytes held for unexpected messages (bounded by FI_UDP_RDM_UNEXP_LIMIT);

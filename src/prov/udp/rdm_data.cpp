@@ -60,8 +60,11 @@ uint32_t segment_for(const sockaddr* sa, socklen_t len) noexcept {
     }
     ::close(s);
   }
+  // At least rdm_min_seg (IP fragments on a path narrower than that): an
+  // RMA request's header fits in its first datagram (rdm_proto.hpp).
   const size_t ip = sa->sa_family == AF_INET6 ? 40 : 20;
-  size_t payload = mtu > ip + 8 + rdm_headers + 64 ? mtu - ip - 8 - rdm_headers : 512;
+  size_t payload = mtu > ip + 8 + rdm_headers + rdm_min_seg ? mtu - ip - 8 - rdm_headers
+                                                              : rdm_min_seg;
   return uint32_t(std::min(payload, rdm_max_seg));
 }
 
@@ -193,7 +196,7 @@ void rdm_endpoint::relabel(bool inserted_only) noexcept {
 
 bool rdm_endpoint::send_datagram(rdm_peer& p, const rd::dgram& h, const rdm_tx& t, uint64_t off,
                                  uint32_t bytes) noexcept {
-  iovec v[2 + max_iov];
+  iovec v[2 + rdm_tx_iov];
   size_t n = 0;
   v[n++] = {const_cast<rd::dgram*>(&h), sizeof h};
   if (h.flags & rd::flag_first) v[n++] = {const_cast<rd::msg*>(&t.hdr), sizeof t.hdr};
@@ -285,18 +288,20 @@ ssize_t rdm_endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void*
     size_t off = 0;
     for (size_t i = 0; i < count; ++i) {
       if (!iov[i].iov_len) continue;  // a 0-byte iovec may have no base
-      std::memcpy(t->inject + off, iov[i].iov_base, iov[i].iov_len);
+      std::memcpy(t->buf + off, iov[i].iov_base, iov[i].iov_len);
       off += iov[i].iov_len;
     }
-    t->iov[0] = {t->inject, len};
+    t->iov[0] = {t->buf, len};
     t->count = 1;
   } else {
     std::copy_n(iov, count, t->iov);
     t->count = uint8_t(count);
   }
   t->peer = p;
+  t->kind = rdm_tx_kind::message;
   t->complete = completion;
   t->report = !no_comp;
+  t->cntr = bound_.send_cntr.get();
   t->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
   t->context = context;
   t->queued = 0;
@@ -332,8 +337,9 @@ void rdm_endpoint::complete_tx(rdm_tx* t) noexcept {
       return;
     }
   }
-  // fi_cntr(3): the send counter counts every completed send, injected or not.
-  if (util::cntr* c = bound_.send_cntr.get()) c->inc();
+  // fi_cntr(3): the send counter counts every completed send, injected or
+  // not (t->cntr; RMA: the read or write counter).
+  if (util::cntr* c = t->cntr) c->inc();
   put_tx(t);
 }
 
@@ -347,13 +353,17 @@ void rdm_endpoint::complete_deferred() noexcept {
     if (!bound_.tx_cq->write<Lock>(ce)) return;
     tx_deferred_head_ = t->next;
     if (!tx_deferred_head_) tx_deferred_tail_ = nullptr;
-    if (util::cntr* c = bound_.send_cntr.get()) c->inc();
+    if (util::cntr* c = t->cntr) c->inc();
     put_tx(t);
   }
 }
 
 template <class Lock>
 void rdm_endpoint::fail_tx(rdm_tx* t, int err) noexcept {
+  if (t->kind == rdm_tx_kind::response) {  // an answer of ours: no one to tell
+    put_response(t);
+    return;
+  }
   util::cq* cq = bound_.tx_cq.get();
   if (cq && t->report) {
     fi_cq_err_entry e{};
@@ -366,7 +376,7 @@ void rdm_endpoint::fail_tx(rdm_tx* t, int err) noexcept {
       WEFT_WARN(&provider(), FI_LOG_EP_DATA, "transmit CQ full: error %d for %p lost", err,
                 t->context);
   }
-  if (util::cntr* c = bound_.send_cntr.get()) c->inc_err();
+  if (util::cntr* c = t->cntr) c->inc_err();
   put_tx(t);
 }
 
@@ -450,6 +460,7 @@ void rdm_endpoint::fail_peer(rdm_peer& p, int err, const char* why) noexcept {
   }
   p.tail = p.unsent = nullptr;
   drop_rx<Lock>(p, FI_EIO);
+  drop_rma<Lock>(p, err, true);
   p.rx_dropped = false;
   p.link.reset(next_epoch());
 }
@@ -463,6 +474,8 @@ void rdm_endpoint::acked(rdm_peer& p, const rd::flight& f) noexcept {
   // Messages are acknowledged in the order they were sent: t is the head.
   p.head = t->next;
   if (!p.head) p.tail = nullptr;
+  if (t->kind != rdm_tx_kind::message) [[unlikely]]
+    return rma_acked<Lock>(p, t);  // a request waits for its answer
   complete_tx<Lock>(t);
 }
 
@@ -486,18 +499,21 @@ template <class Lock>
 bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
   const rd::dgram& h = v.h;
   util::cq* cq = bound_.rx_cq.get();
-  // A message's last datagram completes it: only with room for the
-  // completion (otherwise the peer sends it again later).
-  if ((h.flags & rd::flag_last) && cq && !cq->has_room<Lock>()) return false;
   if (h.flags & rd::flag_first) {
-    if (p.rx || p.rx_dropped) {
+    if (p.rx || p.rx_dropped || p.rma) {
       WEFT_WARN(&provider(), FI_LOG_EP_DATA,
                 "udp RDM peer %s: a message began inside another; the first is dropped",
                 util::format_sockaddr(p.sa()).c_str());
       drop_rx<Lock>(p, FI_EIO);
+      drop_rma<Lock>(p, FI_EIO, false);
       p.rx_dropped = false;
     }
     const uint8_t op = v.m.op & ~rdm_op_with_data;
+    // The one dispatch on the operation: RMA and atomics are rdm_rma.cpp's.
+    if (op > uint8_t(rdm_op::tagged)) return take_rma<Lock>(p, v);
+    // A message's last datagram completes it: only with room for the
+    // completion (otherwise the peer sends it again later).
+    if ((h.flags & rd::flag_last) && cq && !cq->has_room<Lock>()) return false;
     const bool tagged = op == uint8_t(rdm_op::tagged);
     if ((op != uint8_t(rdm_op::msg) && !tagged) || v.m.len > rdm_max_msg) {
       WEFT_WARN(&provider(), FI_LOG_EP_DATA,
@@ -532,14 +548,16 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
     // A message in the middle of arriving: if its sender falls silent, the
     // receive fails after the peer timeout (progress checks it).
     if (!(h.flags & rd::flag_last)) mark_busy(p);
-  }
-  if (!p.rx) {
+  } else if (!p.rx) {
+    if (p.rma) return take_rma<Lock>(p, v);  // the rest of an RMA message
     // The rest of a dropped message: taken and thrown away.
     if (!p.rx_dropped)
       WEFT_WARN(&provider(), FI_LOG_EP_DATA, "udp RDM peer %s: data outside any message dropped",
                 util::format_sockaddr(p.sa()).c_str());
     p.rx_dropped = !(h.flags & rd::flag_last);
     return true;
+  } else if ((h.flags & rd::flag_last) && cq && !cq->has_room<Lock>()) {
+    return false;  // as above: the completion needs room
   }
   fi_peer_rx_entry* e = p.rx;
   const uint64_t at = p.rx_as.off;
@@ -558,21 +576,7 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
       std::memcpy(static_cast<rdm_unexp*>(e->peer_context)->data + at, v.payload, h.bytes);
     } else {
       // Into the posted buffer; what does not fit is cut (FI_ETRUNC at the end).
-      uint64_t skip = at;
-      size_t left = h.bytes;
-      const std::byte* from = v.payload;
-      for (size_t i = 0; i < e->count && left; ++i) {
-        const size_t l = e->iov[i].iov_len;
-        if (skip >= l) {
-          skip -= l;
-          continue;
-        }
-        const size_t n = std::min<size_t>(l - skip, left);
-        std::memcpy(static_cast<char*>(e->iov[i].iov_base) + skip, from, n);
-        from += n;
-        left -= n;
-        skip = 0;
-      }
+      util::iov_copy_in(e->iov, e->count, at, v.payload, h.bytes);
     }
   }
   if (fit == rd::assembly::fit::ok) return true;
@@ -712,10 +716,12 @@ void rdm_endpoint::progress() noexcept {
       });
       if (t == rd::tick_result::dead) fail_peer<Lock>(*p, FI_ETIMEDOUT, "no answer");
     }
-    if (p->rx && now - p->heard_ns >= rd_cfg_.peer_timeout_ns)
-      fail_peer<Lock>(*p, FI_ETIMEDOUT, "silent in the middle of a message");
+    // A peer we wait for (the rest of a message, answers to our requests)
+    // and do not hear from is gone.
+    if (p->waited_for() && now - p->heard_ns >= rd_cfg_.peer_timeout_ns)
+      fail_peer<Lock>(*p, FI_ETIMEDOUT, "silent while we wait for it");
     pump<Lock>(*p, now);
-    if (!p->link.in_flight() && !p->unsent && !p->rx) {
+    if (!p->link.in_flight() && !p->unsent && !p->waited_for()) {
       p->link.trim();
       p->busy_at = -1;
       rdm_peer* last = busy_.back();
@@ -758,7 +764,10 @@ bool rdm_endpoint::auto_work(void* obj) noexcept {
   template void rdm_endpoint::progress<L>() noexcept;                                            \
   template bool rdm_endpoint::auto_work<L>(void*) noexcept;                                      \
   template void rdm_endpoint::relabel<L>(bool) noexcept;                                         \
-  template void rdm_endpoint::drop_rx<L>(rdm_peer&, int) noexcept;
+  template void rdm_endpoint::drop_rx<L>(rdm_peer&, int) noexcept;                               \
+  template bool rdm_endpoint::pump<L>(rdm_peer&, uint64_t) noexcept;                             \
+  template void rdm_endpoint::complete_tx<L>(rdm_tx*) noexcept;                                  \
+  template void rdm_endpoint::fail_tx<L>(rdm_tx*, int) noexcept;
 
 WEFT_UDP_RDM_INSTANTIATE(util::null_lock)
 WEFT_UDP_RDM_INSTANTIATE(util::mutex_lock)

@@ -223,6 +223,10 @@ int rdm_endpoint::enable() {
   with_lock([&]<class Lock>() {
     msg = const_cast<fi_ops_msg*>(msg_table<Lock>());
     tagged = const_cast<fi_ops_tagged*>(tagged_table<Lock>());
+    // RMA and atomics where the endpoint asked for them; the others keep
+    // the -FI_ENOSYS tables.
+    if (caps_ & FI_RMA) rma = const_cast<fi_ops_rma*>(rma_table<Lock>());
+    if (caps_ & FI_ATOMIC) atomic = const_cast<fi_ops_atomic*>(atomic_table<Lock>());
   });
   enabled_ = true;
   if (auto_) {
