@@ -271,7 +271,7 @@ TEST(udp_rdm, messages_cross_a_network_that_loses_duplicates_and_reorders) {
       ASSERT_EQ(s.wait_for(&rctx, &err, 60), 1) << size << " bytes, direction " << dir << ": "
                                                 << fi_strerror(err.err);
       ASSERT_EQ(s.wait_for(&sctx, &err, 60), 1) << size << " bytes: the send";
-      if (size) ASSERT_EQ(0, std::memcmp(in.data(), out.data(), size)) << size << " bytes";
+      if (size) { ASSERT_EQ(0, std::memcmp(in.data(), out.data(), size)) << size << " bytes"; }
       ++seed;
     }
   }

@@ -12,7 +12,9 @@
 //    message's first datagram, copies each in-order datagram into the
 //    matched buffer (or an unexpected buffer the size of the message), and
 //    acknowledges; then it runs the links' timers and sends what windows
-//    now take.
+//    now take;
+//  - RMA and atomics (rdm_rma.cpp, rdm_proto.hpp) are messages too: a
+//    request served at the target, answered by a message that completes it.
 // Datagrams carry at most `seg` payload bytes (the path's MTU, from the
 // kernel's route to the peer), so nothing is fragmented by IP on a real
 // network; on loopback one datagram carries 60 KiB.
