@@ -694,12 +694,21 @@ void rdm_endpoint::progress() noexcept {
   if (tx_deferred_head_) complete_deferred<Lock>();
   uint64_t now = util::now_ns();
   for (int i = 0; i < rx_batch; ++i) {
+    // recvmsg, not recvfrom: the same system call for the kernel, but
+    // ThreadSanitizer takes a datagram received by recvmsg as ordered after
+    // its send (it models no order for recvfrom). Writes and atomics that a
+    // target's progress thread applies before acknowledging are then seen
+    // as ordered before the initiator's completion (docs/decisions.md).
     sockaddr_storage from;
-    socklen_t fl = sizeof from;
-    ssize_t r = ::recvfrom(sock_.get(), rxbuf_.get(), proto::max_payload + 1, MSG_DONTWAIT,
-                           reinterpret_cast<sockaddr*>(&from), &fl);
+    iovec v{rxbuf_.get(), proto::max_payload + 1};
+    msghdr m{};
+    m.msg_name = &from;
+    m.msg_namelen = sizeof from;
+    m.msg_iov = &v;
+    m.msg_iovlen = 1;
+    ssize_t r = ::recvmsg(sock_.get(), &m, MSG_DONTWAIT);
     if (r < 0) break;
-    on_datagram<Lock>(rxbuf_.get(), size_t(r), from, fl, now);
+    on_datagram<Lock>(rxbuf_.get(), size_t(r), from, m.msg_namelen, now);
   }
   for (rdm_peer* p : ack_list_) {
     p->ack_listed = false;
