@@ -138,7 +138,9 @@ domain::domain(fabric& fab, const domain_hooks* hooks, const fi_info& info, void
       fabric_(&fab),
       hooks_(hooks),
       threading_(info.domain_attr->threading),
-      progress_(info.domain_attr->data_progress),
+      progress_(hooks && hooks->control_on_data_path && control_is_auto(info.domain_attr)
+                    ? FI_PROGRESS_AUTO
+                    : info.domain_attr->data_progress),
       av_type_(info.domain_attr->av_type),
       mr_mode_(info.domain_attr->mr_mode),
       addr_format_(info.addr_format),

@@ -28,6 +28,12 @@ struct domain_hooks {
   // (datatype and op as the ints the caller passed: any value is possible.)
   int (*query_atomic)(domain& dom, int datatype, int op, fi_atomic_attr* attr, uint64_t flags);
   int (*srx_ctx)(domain& dom, fi_rx_attr* attr, fid_ep** rx_ep, void* context);
+  // The provider's control operations (connection setup) travel on its
+  // endpoints' data path, so automatic control progress means running the
+  // endpoints' whole progress from the domain's thread: the domain then
+  // behaves as FI_PROGRESS_AUTO for data too (more progress than asked for
+  // is allowed; fi_domain(3)). False for providers without control traffic.
+  bool control_on_data_path = false;
 };
 
 class domain : public fid_object<domain, fid_domain> {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "util/object.hpp"
+#include "util/progress_thread.hpp"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -35,12 +36,27 @@ class fabric : public fid_object<fabric, fid_fabric> {
   uint32_t api() const noexcept { return api_version_; }
   const std::string& name() const noexcept { return name_; }
   const fabric_hooks& hooks() const noexcept { return *hooks_; }
+  // Automatic control progress (FI_PROGRESS_AUTO in control_progress) for
+  // the objects that belong to the fabric rather than a domain: passive
+  // endpoints register their listening sockets here. Started on first use.
+  progress_thread& control_progress() noexcept { return control_; }
 
  private:
   const fi_provider* prov_;
   const fabric_hooks* hooks_;
   uint32_t api_version_;
   std::string name_;
+  progress_thread control_;  // last: joined before the rest goes
 };
+
+// Whether `a` asks control operations to progress by themselves:
+// FI_PROGRESS_AUTO, or 2.x's FI_PROGRESS_CONTROL_UNIFIED (control progresses
+// with data) together with automatic data progress.
+inline bool control_is_auto(const fi_domain_attr* a) noexcept {
+  if (!a) return false;
+  return a->control_progress == FI_PROGRESS_AUTO ||
+         (a->control_progress == FI_PROGRESS_CONTROL_UNIFIED &&
+          a->data_progress == FI_PROGRESS_AUTO);
+}
 
 }  // namespace weft::util

@@ -48,6 +48,7 @@ const util::domain_hooks domain_hooks = {
     .codec = codec_for,
     .query_atomic = query_atomic,
     .srx_ctx = nullptr,
+    .control_on_data_path = true,
 };
 
 }  // namespace weft::tcp

@@ -4,7 +4,8 @@
 // event per request whose info->handle is the request (a connreq) and whose
 // data is the requester's private data. fi_endpoint with that info takes
 // the socket; fi_reject answers cm_resp(FI_ECONNREFUSED) with the
-// application's data and closes. Progress runs from the bound EQ.
+// application's data and closes. Progress runs from the bound EQ, and from
+// the fabric's progress thread when control progress is automatic.
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "prov/tcp/tcp.hpp"
@@ -15,6 +16,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -119,6 +122,14 @@ int pep::open(util::fabric& fab, fi_info* info, fid_pep** out, void* context) no
     auto p = std::make_unique<pep>(fab, info, context);
     if (!p->info_) return to_fi(errc::nomem);
     if (!p->epoll_.valid()) return to_fi(errc_of_errno(errno));
+    if (p->auto_) {
+      p->timer_.reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.ptr = &p->timer_;
+      if (!p->timer_.valid() || epoll_ctl(p->epoll_.get(), EPOLL_CTL_ADD, p->timer_.get(), &ev))
+        return to_fi(errc_of_errno(errno));
+    }
     sockaddr_storage any{};
     any.ss_family = info->addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
     if (errc e = p->open_socket(src ? src : reinterpret_cast<sockaddr*>(&any)); e != errc::ok)
@@ -132,7 +143,8 @@ pep::pep(util::fabric& fab, fi_info* info, void* context)
     : fid_object(FI_CLASS_PEP, context),
       fabric_(&fab),
       info_(core::dup_info(info, core::abi_current)),
-      epoll_(epoll_create1(EPOLL_CLOEXEC)) {
+      epoll_(epoll_create1(EPOLL_CLOEXEC)),
+      auto_(util::control_is_auto(info->domain_attr)) {
   ops = const_cast<fi_ops_ep*>(&pep_ep_ops);
   cm = const_cast<fi_ops_cm*>(&pep_cm_ops);
   if (info_) {
@@ -166,6 +178,8 @@ int pep::close() {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_close: the passive endpoint is still referenced");
     return to_fi(errc::busy);
   }
+  // First: once remove() returns, the fabric's thread never runs us again.
+  if (registered_) fabric_->control_progress().remove(this);
   if (eq_) {
     eq_->progress().remove(this);
     eq_->remove_wait_fd(epoll_.get());
@@ -244,7 +258,23 @@ int pep::setname(const void* addr, size_t addrlen) {
 }
 
 int pep::listen() {
-  std::lock_guard g{m_};
+  {
+    std::lock_guard g{m_};
+    if (int r = listen_locked(); r != 0 || !auto_ || registered_) return r;
+  }
+  // Not under m_: the thread holds its own lock while it runs our progress,
+  // which takes m_. listen and close are the application's calls on this
+  // object, never concurrent with each other (fi_endpoint(3)).
+  if (errc e = fabric_->control_progress().add(epoll_.get(), &auto_work, this); e != errc::ok) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_listen: cannot start automatic progress: %s",
+              fi_strerror(static_cast<int>(e)));
+    return to_fi(e);
+  }
+  registered_ = true;
+  return 0;
+}
+
+int pep::listen_locked() {
   if (!eq_) {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_listen: bind an event queue first");
     return to_fi(errc::noeq);
@@ -273,10 +303,14 @@ void pep::progress() noexcept {
   epoll_event evs[32];
   int n = epoll_wait(epoll_.get(), evs, 32, 0);
   for (int i = 0; i < n; ++i) {
-    if (!evs[i].data.ptr)
+    if (!evs[i].data.ptr) {
       accept_all();
-    else
+    } else if (evs[i].data.ptr == &timer_) {
+      uint64_t ticks;
+      [[maybe_unused]] ssize_t r = ::read(timer_.get(), &ticks, sizeof ticks);
+    } else {
       read_request(*static_cast<connreq*>(evs[i].data.ptr));
+    }
   }
   uint64_t now = util::now_ns();
   for (auto& r : reqs_) {
@@ -287,6 +321,26 @@ void pep::progress() noexcept {
       drop(*r, "no connection request within the deadline");
   }
   std::erase_if(reqs_, [](const std::unique_ptr<connreq>& r) { return !r->c; });
+  if (auto_) arm_timer(now);
+}
+
+// Under automatic progress nobody calls in to notice a deadline or retry an
+// announcement a full EQ refused: the timer fires at the earliest of them
+// (a millisecond for a retry), and is disarmed while nothing waits.
+void pep::arm_timer(uint64_t now) noexcept {
+  uint64_t at = 0;
+  for (auto& r : reqs_) {
+    if (!r->c || r->announced) continue;
+    uint64_t t = r->c->state == conn_state::accepting ? now + 1'000'000 : r->c->deadline_ns;
+    if (!at || t < at) at = t;
+  }
+  itimerspec its{};
+  if (at) {
+    uint64_t in = at > now ? at - now : 1;
+    its.it_value.tv_sec = static_cast<time_t>(in / 1'000'000'000u);
+    its.it_value.tv_nsec = static_cast<long>(in % 1'000'000'000u);
+  }
+  timerfd_settime(timer_.get(), 0, &its, nullptr);
 }
 
 void pep::accept_all() noexcept {

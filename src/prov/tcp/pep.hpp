@@ -50,6 +50,7 @@ class pep : public util::fid_object<pep, fid_pep> {
   int getname(void* addr, size_t* addrlen);
   int setname(const void* addr, size_t addrlen);
   int listen();
+  int listen_locked();
   int reject(struct fid* handle, const void* param, size_t len);
   int getopt(int level, int name, void* val, size_t* len);
 
@@ -57,6 +58,12 @@ class pep : public util::fid_object<pep, fid_pep> {
   std::unique_ptr<conn> take(connreq* r) noexcept;
   void progress() noexcept;
   static void progress_thunk(void* obj) noexcept { static_cast<pep*>(obj)->progress(); }
+  // Automatic control progress: the fabric's thread runs progress when the
+  // epoll set is ready (a connection, a request's bytes, the timer).
+  static bool auto_work(void* obj) noexcept {
+    static_cast<pep*>(obj)->progress();
+    return true;
+  }
 
  private:
   void accept_all() noexcept;
@@ -64,6 +71,7 @@ class pep : public util::fid_object<pep, fid_pep> {
   bool announce(connreq& r) noexcept;
   void drop(connreq& r, const char* why) noexcept;
   errc open_socket(const sockaddr* addr);
+  void arm_timer(uint64_t now) noexcept;
 
   util::ref<util::fabric> fabric_;
   fi_info* info_;  // owned copy, the template of every FI_CONNREQ info
@@ -73,6 +81,12 @@ class pep : public util::fid_object<pep, fid_pep> {
   util::ref<util::eq> eq_;
   int backlog_ = 128;
   bool listening_ = false;
+  // FI_PROGRESS_AUTO for control (util::control_is_auto of the info): the
+  // fabric's progress thread runs progress(); timer_ wakes it for deadlines
+  // and for announcements a full EQ put off.
+  const bool auto_;
+  util::unique_fd timer_;
+  bool registered_ = false;  // with the fabric's thread; only listen/close
   std::mutex m_;
   std::vector<std::unique_ptr<connreq>> reqs_;
 };
