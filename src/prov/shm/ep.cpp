@@ -340,17 +340,28 @@ void endpoint::tick() noexcept {
     uint64_t expirations;
     // Level-triggered in the wait sets: read it once per expiry, or a
     // sleeper would spin. Not yet readable (the timer's slack): next time.
-    if (::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations)
+    if (::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations) {
       next_tick_ns_ = tick_start_ns_ + ((now - tick_start_ns_) / tick_period_ns_ + 1) * tick_period_ns_;
+      if (auto_) {
+        app_polling_ = app_passes_ >= app_poll_min;
+        app_passes_ = 0;
+      }
+    }
   }
   // Fast while something waits on a peer, slow otherwise (if the FIFO wakes).
-  bool busy = !busy_conns_.empty() || !busy_in_.empty() || !wake_.valid();
+  // Under automatic progress, fast while the application polls: the tick is
+  // what notices that it stopped (fewer than app_poll_min passes in a
+  // period), so that senders wake the thread again.
+  bool busy = !busy_conns_.empty() || !busy_in_.empty() || !wake_.valid() || app_polling_;
   uint64_t want = busy ? busy_tick_ns : idle_tick_ns;
   if (want != tick_period_ns_) arm_timer(want);
 }
 
 void endpoint::watch_sleepers() noexcept {
-  bool want = auto_;  // the progress thread sleeps whenever it has nothing to do
+  // The progress thread sleeps whenever it has nothing to do, unless the
+  // application polls us (it sees messages first) or the thread polls for a
+  // moment after work (auto_work).
+  bool want = auto_ && !app_polling_ && !spinning_;
   for (util::cq* c : {bound_.tx_cq.get(), bound_.rx_cq.get()})
     if (c && c->may_sleep()) want = true;
   for (util::cntr* c : {bound_.send_cntr.get(), bound_.recv_cntr.get()})

@@ -64,6 +64,7 @@ bool names_local_host(const char* node, uint64_t flags) {
 }  // namespace
 
 const config& cfg() noexcept { return the_config; }
+config& cfg_for_tests() noexcept { return the_config; }
 
 fi_provider& provider() noexcept { return the_provider; }
 
@@ -126,12 +127,19 @@ fi_provider* weft_shm_provider() noexcept {
     fi_param_define(&provider(), "split_copy", FI_PARAM_BOOL,
                     "Let sender and receiver each copy part of a large single-copy message, "
                     "on their own cores (default: 1; 0: the receiver copies it alone)");
+    fi_param_define(&provider(), "auto_spin_us", FI_PARAM_INT,
+                    "Under automatic progress (FI_PROGRESS_AUTO), how long the progress thread "
+                    "keeps polling an endpoint after its last message before it sleeps, in "
+                    "microseconds (default: 50; 0: it sleeps at once)");
     fi_param_define(&provider(), "dir", FI_PARAM_STRING,
                     "Directory of the shared-memory regions (default: /dev/shm)");
     int b = 1;
     if (fi_param_get_bool(&provider(), "single_copy", &b) == 0) the_config.single_copy = b != 0;
     b = 1;
     if (fi_param_get_bool(&provider(), "split_copy", &b) == 0) the_config.split_copy = b != 0;
+    int us = 0;
+    if (fi_param_get_int(&provider(), "auto_spin_us", &us) == 0 && us >= 0)
+      the_config.auto_spin_ns = uint64_t(us) * 1000u;
     char* value = nullptr;
     if (fi_param_get_str(&provider(), "dir", &value) == 0 && value && *value) the_config.dir = value;
     return true;

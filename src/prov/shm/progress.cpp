@@ -74,7 +74,8 @@ template <class Lock>
 void endpoint::progress() noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
   if (!enabled_) return;
-  if (next_tick_ns_) {  // a bound CQ or counter can sleep
+  if (next_tick_ns_) {  // a bound CQ or counter can sleep, or automatic progress
+    if (auto_ && !in_auto_ && ++app_passes_ >= app_poll_min) app_polling_ = true;
     tick();
     watch_sleepers();  // before the collect: see proto.hpp, "Waking the owner"
   }
@@ -140,10 +141,27 @@ void endpoint::progress_thunk(void* obj) noexcept {
 // (as a sender would): at once when the pass moved something, after the
 // thread's backoff when it moved nothing, so a blocked endpoint is retried
 // every millisecond rather than spun on.
+//
+// After a pass that moved something, while the application is not polling,
+// the thread keeps polling for cfg().auto_spin_ns after the last message
+// (spinning_: senders do not wake it meanwhile, so each costs them no system
+// call), then stores wake_wanted again and makes one more pass, which
+// collects the doorbells after that store (proto.hpp), before it sleeps. A
+// target that computes while an initiator issues operations back to back
+// so serves each without a wake-up of its thread; an idle one costs
+// nothing, because the polling only follows work.
 template <class Lock>
 bool endpoint::auto_work(void* obj) noexcept {
   auto* ep = static_cast<endpoint*>(obj);
-  [[maybe_unused]] auto g = ep->guard<Lock>();
+  // One pass of the thread; whether it took messages from our rings.
+  auto pass = [ep]() noexcept {
+    [[maybe_unused]] auto g = ep->guard<Lock>();
+    ep->in_auto_ = true;
+    const uint64_t before = ep->consumed();
+    ep->progress<Lock>();
+    ep->in_auto_ = false;
+    return ep->consumed() != before;
+  };
   // The FIFO is read here whatever wake_pending says: a sender between its
   // exchange of wake_pending and its write may have had its flag taken by
   // an earlier pass (ours or the application's), and its byte, arriving
@@ -151,11 +169,27 @@ bool endpoint::auto_work(void* obj) noexcept {
   // thread spinning. Reading first loses nothing: the pass below collects
   // the doorbells after it (proto.hpp, "Waking the owner").
   if (ep->wake_.valid()) ep->wake_.drain();
-  const uint64_t before = ep->consumed();
-  ep->progress<Lock>();
+  bool moved = pass();
+  if (moved && cfg().auto_spin_ns && ep->enabled_) {
+    uint64_t until = util::now_ns() + cfg().auto_spin_ns;
+    {
+      [[maybe_unused]] auto g = ep->guard<Lock>();
+      ep->spinning_ = !ep->app_polling_;
+    }
+    while (ep->spinning_) {
+      for (int i = 0; i < 64; ++i) cpu_relax();
+      const bool more = pass();
+      const uint64_t now = util::now_ns();
+      if (more) until = now + cfg().auto_spin_ns;
+      [[maybe_unused]] auto g = ep->guard<Lock>();
+      if (now >= until || ep->app_polling_ || !ep->enabled_) ep->spinning_ = false;
+    }
+    pass();  // wake_wanted stored again, then the doorbells collected
+  }
+  [[maybe_unused]] auto g = ep->guard<Lock>();
   if (!ep->enabled_ || !ep->pending_.any()) return true;
   if (ep->wake_.valid() && ep->region_.claim_wake()) ep->wake_.signal();
-  return ep->consumed() != before;
+  return moved;
 }
 
 uint64_t endpoint::consumed() noexcept {

@@ -38,6 +38,26 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
+// ThreadSanitizer orders accesses by their virtual addresses, and a ring is
+// mapped twice when both its ends live in one process (two endpoints of a
+// test): the producer's stamp store and the consumer's load are then at two
+// addresses, and TSan sees no order between what a thread did before
+// publishing a message and what another did after taking it (say, a target
+// thread writing RMA data, then its answer; the initiator reading the data
+// after the answer's completion). Under TSan, publishing releases and taking
+// acquires one object for all rings, as TSan itself does for sockets; in
+// other builds these are nothing (docs/decisions.md).
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+inline char tsan_ring_order;
+inline void tsan_publishing() noexcept { __tsan_release(&tsan_ring_order); }
+inline void tsan_taken() noexcept { __tsan_acquire(&tsan_ring_order); }
+#else
+inline void tsan_publishing() noexcept {}
+inline void tsan_taken() noexcept {}
+#endif
+
 // The seq_cst fence of the doorbell protocol (proto.hpp). ThreadSanitizer
 // does not model fences and GCC says so at every use; the fence is still
 // what the memory model requires, so it stays, without the noise.
@@ -194,6 +214,7 @@ class ring_producer {
     std::byte* slot = slots_ + (r.position & mask_) * proto::slot_bytes;
     constexpr size_t skip = sizeof h.stamp;
     std::memcpy(slot + skip, reinterpret_cast<const std::byte*>(&h) + skip, sizeof h - skip);
+    tsan_publishing();
     ring_detail::stamp(slots_, mask_, r.position).store(r.position, std::memory_order_seq_cst);
     tail_ = r.position + r.nslots;
     std::atomic_ref<uint64_t>(prod_->tail).store(tail_, std::memory_order_relaxed);
@@ -223,6 +244,7 @@ class ring_producer {
     proto::msg_header h{0, static_cast<uint32_t>(len), f.op, f.flags, f.tag, f.data};
     constexpr size_t skip = sizeof h.stamp;
     std::memcpy(slot + skip, reinterpret_cast<const std::byte*>(&h) + skip, sizeof h - skip);
+    tsan_publishing();
     ring_detail::stamp(slots_, mask_, tail_).store(tail_, std::memory_order_seq_cst);
     tail_ += k;
     std::atomic_ref<uint64_t>(prod_->tail).store(tail_, std::memory_order_relaxed);
@@ -313,6 +335,7 @@ class ring_consumer {
     constexpr size_t skip = sizeof h.stamp;
     std::memcpy(reinterpret_cast<std::byte*>(&h) + skip, slot + skip, sizeof h - skip);
     if (h.size > max_payload_) return errc::io;
+    tsan_taken();
     std::byte* first = slot + proto::msg_header_bytes;
     const size_t first_len = std::min<size_t>(h.size, static_cast<size_t>(end_ - first));
     v = msg_view{head_, h.size, static_cast<uint32_t>(proto::slots_for(h.size)),

@@ -49,11 +49,17 @@ namespace weft::shm {
 
 // Parameters (fi_info -e): FI_SHM_SINGLE_COPY, FI_SHM_SPLIT_COPY, FI_SHM_DIR.
 struct config {
+  // FI_SHM_AUTO_SPIN_US: under automatic progress, how long the thread keeps
+  // polling after its last message before it sleeps (0: never).
+  uint64_t auto_spin_ns = 50'000;
   bool single_copy = true;  // 0: every large message goes through bounce segments
   bool split_copy = true;   // 0: the receiver alone copies a large message (split.cpp)
   std::string dir = "/dev/shm";
 };
 const config& cfg() noexcept;
+// The same, writable: the provider's parameters are read into it once, and
+// unit tests set a field around a test (never while endpoints run).
+config& cfg_for_tests() noexcept;
 fi_provider& provider() noexcept;
 
 const fi_info& info_template() noexcept;
@@ -576,9 +582,21 @@ class endpoint : public util::endpoint_object<endpoint> {
   uint64_t tx_op_flags_;
   uint64_t rx_op_flags_;
   bool locked_;
-  // FI_PROGRESS_AUTO: the domain's thread progresses us; senders always
-  // wake us (wake_on_ stays set from fi_enable on).
+  // FI_PROGRESS_AUTO: the domain's thread progresses us; senders wake us
+  // (wake_on_) unless the application is polling us itself or the thread is
+  // polling for a moment after work (app_polling_, spinning_; progress.cpp,
+  // auto_work).
   const bool auto_;
+  // Automatic progress only. The application's progress passes since the
+  // last tick of the timer; app_poll_min of them in one tick period mean it
+  // polls (set at once, cleared at the first tick period with fewer), and
+  // while it polls senders do not wake the thread: the application sees
+  // their messages first. The thread's own passes set in_auto_.
+  static constexpr uint32_t app_poll_min = 64;
+  uint32_t app_passes_ = 0;
+  bool app_polling_ = false;
+  bool in_auto_ = false;
+  bool spinning_ = false;
   bool enabled_ = false;
   bool want_source_ = false;
   util::progress_hook hook_;

@@ -7,7 +7,11 @@
 // nothing (the CQ full: only the application can make room) still leaves
 // the FIFO readable, and says it is blocked, so that the thread retries
 // after its backoff rather than at once; an endpoint with nothing left does
-// not wake the thread.
+// not wake the thread. Those run with the thread's polling after work
+// turned off (FI_SHM_AUTO_SPIN_US=0); with it on, one call drains all and
+// senders wake the thread again after it. While the application polls,
+// senders do not wake the thread; a tick period without its calls brings
+// the wakes back.
 #include "prov/shm/shm.hpp"
 #include "util/domain.hpp"
 
@@ -44,8 +48,14 @@ struct pair {
   fid_ep *rx = nullptr, *tx = nullptr;
   fi_addr_t to_rx = FI_ADDR_NOTAVAIL;
   util::unique_fd fifo;  // a second read end of rx's wake FIFO, to look at it
+  // The thread's polling after work, as the test wants it; restored after.
+  struct spin_setting {
+    uint64_t saved = cfg().auto_spin_ns;
+    explicit spin_setting(uint64_t ns) { cfg_for_tests().auto_spin_ns = ns; }
+    ~spin_setting() { cfg_for_tests().auto_spin_ns = saved; }
+  } spin;
 
-  explicit pair(size_t rx_cq_size) {
+  explicit pair(size_t rx_cq_size, uint64_t spin_ns = 0) : spin(spin_ns) {
     fi_info* hints = fi_allocinfo();
     hints->caps = FI_MSG;
     hints->ep_attr->type = FI_EP_RDM;
@@ -97,6 +107,11 @@ struct pair {
   bool woken() {
     pollfd p{fifo.get(), POLLIN, 0};
     return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+  }
+  void empty_fifo() {
+    char b[64];
+    while (::read(fifo.get(), b, sizeof b) > 0) {
+    }
   }
 };
 
@@ -158,6 +173,58 @@ TEST(shm_auto, a_blocked_endpoint_is_retried_after_a_backoff) {
   }
   EXPECT_EQ(read, n_msgs);
   EXPECT_EQ(landed(bufs), n_msgs);
+}
+
+// With the thread's polling after work on, the call that was woken drains
+// everything (it keeps polling after its last message), and when it is done
+// senders wake the thread again: the next message rings the FIFO.
+TEST(shm_auto, the_thread_polls_after_work_then_is_woken_again) {
+  pair p(256, 2'000'000);
+  ASSERT_NE(p.rx, nullptr);
+  std::vector<uint64_t> bufs;
+  load(p, bufs);
+  EXPECT_TRUE(p.pass());
+  EXPECT_EQ(landed(bufs), n_msgs) << "one call, polling after work, takes every message";
+  p.empty_fifo();
+  EXPECT_FALSE(p.woken());
+  uint64_t more = 0, v = 7;
+  ASSERT_EQ(fi_recv(p.rx, &more, 8, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+  ASSERT_EQ(fi_inject(p.tx, &v, 8, p.to_rx), 0);
+  EXPECT_TRUE(p.woken()) << "after polling, the thread sleeps: a sender must wake it";
+  EXPECT_TRUE(p.pass());
+  EXPECT_EQ(more, 7u);
+}
+
+// An application that polls its CQ sees messages first: senders stop
+// waking the thread (no system call per message). Once a tick period
+// passes without its calls, the thread's next call brings the wakes back.
+TEST(shm_auto, senders_do_not_wake_the_thread_while_the_application_polls) {
+  pair p(256);
+  ASSERT_NE(p.rx, nullptr);
+  fi_cq_msg_entry e[4];
+  for (int i = 0; i < 200; ++i) fi_cq_read(p.rx_cq, e, 4);
+  p.empty_fifo();
+  uint64_t got[3] = {};
+  for (auto& g : got) ASSERT_EQ(fi_recv(p.rx, &g, 8, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+  uint64_t v = 1;
+  ASSERT_EQ(fi_inject(p.tx, &v, 8, p.to_rx), 0);
+  EXPECT_FALSE(p.woken()) << "the application polls: no wake needed";
+  ssize_t n = 0;
+  for (int i = 0; i < 1000 && n <= 0; ++i) n = fi_cq_read(p.rx_cq, e, 4);
+  EXPECT_EQ(n, 1) << "the polling application takes the message";
+  EXPECT_EQ(got[0], 1u);
+  // It stops calling. The first tick still sees the passes above, the next
+  // one sees none: from then on senders wake the thread.
+  for (int tick = 0; tick < 2; ++tick) {
+    usleep(3000);
+    p.pass();
+  }
+  p.empty_fifo();
+  v = 2;
+  ASSERT_EQ(fi_inject(p.tx, &v, 8, p.to_rx), 0);
+  EXPECT_TRUE(p.woken()) << "the application stopped polling, and no wake for a message";
+  p.pass();
+  EXPECT_EQ(got[1], 2u) << "the thread delivered it";
 }
 
 }  // namespace
