@@ -66,7 +66,14 @@ class domain : public fid_object<domain, fid_domain> {
   }
   // The automatic-progress thread (providers that offer FI_PROGRESS_AUTO
   // register their endpoints with it); started on first use.
-  progress_thread& auto_progress() noexcept { return auto_; }
+  // A provider whose control traffic shares its endpoints' sockets
+  // (control_on_data_path) uses its fabric's thread, which also serves its
+  // passive endpoints: one thread sees a connection's last frames and the
+  // next connection request in the order they arrived, so the events it
+  // queues on a shared EQ keep that order.
+  progress_thread& auto_progress() noexcept {
+    return hooks_ && hooks_->control_on_data_path ? fabric_->control_progress() : auto_;
+  }
   fi_progress progress() const noexcept { return progress_; }
   fi_av_type av_type() const noexcept { return av_type_; }
   int mr_mode() const noexcept { return mr_mode_; }

@@ -75,8 +75,17 @@ void endpoint::progress() noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
   if (!enabled_) return;
   if (next_tick_ns_) {  // a bound CQ or counter can sleep, or automatic progress
-    if (auto_ && !in_auto_ && ++app_passes_ >= app_poll_min) app_polling_ = true;
-    tick();
+    // Under automatic progress the application's passes are counted; while
+    // it polls, the thread does the ticks (it sleeps on the timer too) and
+    // the application's passes read no clock.
+    if (auto_ && !in_auto_ && app_polling_) {
+      ++app_passes_;
+    } else {
+      // (The pass that finds the application polling ticks once more: the
+      // timer goes to its fast period, which is what notices it stopping.)
+      if (auto_ && !in_auto_ && ++app_passes_ >= app_poll_min) app_polling_ = true;
+      tick();
+    }
     watch_sleepers();  // before the collect: see proto.hpp, "Waking the owner"
   }
   region_.collect_doorbells(pending_);
@@ -177,7 +186,7 @@ bool endpoint::auto_work(void* obj) noexcept {
       ep->spinning_ = !ep->app_polling_;
     }
     while (ep->spinning_) {
-      for (int i = 0; i < 64; ++i) cpu_relax();
+      cpu_relax();
       const bool more = pass();
       const uint64_t now = util::now_ns();
       if (more) until = now + cfg().auto_spin_ns;
