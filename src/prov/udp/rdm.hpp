@@ -164,6 +164,9 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   ssize_t tx_size_left();
   int getname(void* addr, size_t* addrlen);
   int setname(const void* addr, size_t addrlen);
+  // Peers with reliability state (created at their first datagram); the
+  // AV's other peers cost only their AV entries.
+  size_t peers_with_state() const noexcept { return peers_.size(); }
 
   // The data path (rdm_data.cpp), one instantiation per lock policy.
   template <class Lock>
