@@ -36,7 +36,7 @@ bool sum_ioc(const fi_ioc* v, size_t n, uint64_t cap, uint64_t* total) noexcept 
 errc check_rma(const fi_provider* prov, const rma_request& r, const rma_limits& l,
                uint64_t* total) noexcept {
   const char* what = r.write ? "RMA write" : "RMA read";
-  if (fence_refused(prov, what, r.flags)) return errc::inval;
+  if (!l.fence && fence_refused(prov, what, r.flags)) return errc::inval;
   if (r.count > l.iov_limit || (r.count && !r.iov)) {
     WEFT_WARN(prov, FI_LOG_EP_DATA, "%s with %zu local buffers (1 to %zu, non-null)", what,
               r.count, l.iov_limit);
@@ -89,7 +89,7 @@ errc check_rma(const fi_provider* prov, const rma_request& r, const rma_limits& 
 
 errc check_atomic(const fi_provider* prov, const atomic_request& r, const rma_limits& l,
                   size_t* count) noexcept {
-  if (fence_refused(prov, "atomic", r.flags)) return errc::inval;
+  if (!l.fence && fence_refused(prov, "atomic", r.flags)) return errc::inval;
   if (!atomic_supported(r.op, r.datatype, r.kind)) {
     WEFT_WARN(prov, FI_LOG_EP_DATA, "atomic operation %d on datatype %d is not supported%s", r.op,
               r.datatype,

@@ -29,8 +29,9 @@ namespace weft::util {
 // (fi_rma(3): "No completion event is generated"). A provider-specific bit.
 inline constexpr uint64_t op_no_completion = 1ULL << 63;
 
-// Flags an *msg call may carry. FI_FENCE passes this filter only to be
-// refused with -FI_EINVAL by check_rma / check_atomic (util/fence.hpp).
+// Flags an *msg call may carry. FI_FENCE passes this filter; check_rma /
+// check_atomic refuse it with -FI_EINVAL unless the provider handles it
+// (rma_limits::fence, util/fence.hpp).
 inline constexpr uint64_t rma_msg_flags = FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_MORE | FI_INJECT |
                                           FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
                                           FI_DELIVERY_COMPLETE | FI_FENCE | FI_RMA | FI_ATOMIC |
@@ -76,6 +77,9 @@ struct rma_limits {
   uint64_t max_msg;      // bytes per RMA operation
   size_t inject_size;    // bytes an inject form carries
   size_t atomic_bytes;   // bytes of operand one atomic operation carries
+  // The provider handles FI_FENCE itself (util/fence.hpp, fence_gate);
+  // otherwise check_rma / check_atomic refuse it.
+  bool fence = false;
 };
 
 // fi_rma(3)'s rules: iov counts within the limits, non-null arrays, the local

@@ -76,7 +76,9 @@ TEST_P(caps_table_of, what_it_lacks_is_refused) {
           << GetParam().name() << " offers remote CQ data: take it off the lacking list";
     }
   }
-  EXPECT_GT(listed, 0);
+  // (A table may list nothing: shm lacks none of the capabilities the
+  // suite knows.)
+  RecordProperty("lacking", listed);
 }
 
 // Automatic data progress (fi_domain(3)) is offered exactly where a table

@@ -1,15 +1,22 @@
 // SPDX-License-Identifier: MIT
-// weft — FI_FENCE is not implemented, so it is refused, never ignored
-// (docs/decisions.md): every data-transfer call that takes flags answers
-// -FI_EINVAL to FI_FENCE and moves nothing, it cannot become a default
-// operation flag, and no fi_info lists it.
+// weft — FI_FENCE (fi_endpoint(3)). shm and tcp offer the capability: a
+// fenced transfer starts only once every earlier transmit of the endpoint
+// has completed (the call answers -FI_EAGAIN until then), so a fenced read
+// after writes sees the writes. Where the capability is not offered (udp),
+// or an endpoint was opened without it, the flag is refused with
+// -FI_EINVAL and moves nothing, never ignored; it cannot become a default
+// operation flag anywhere (docs/decisions.md).
 #include "fixture.hpp"
 
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <string>
+#include <vector>
 
 namespace conformance {
 namespace {
@@ -146,18 +153,186 @@ TEST_P(fence, is_no_default_operation_flag) {
   fi_freeinfo(asked);
 }
 
-TEST_P(fence, is_not_offered) {
+// Offered where the capability table says so, refused (-FI_ENODATA)
+// elsewhere.
+TEST_P(fence, is_offered_exactly_where_implemented) {
+  const caps_table* t = caps_of(GetParam());
+  ASSERT_NE(t, nullptr);
   fi_info* h = hints_for(GetParam(), FI_MSG | FI_FENCE);
   fi_info* got = nullptr;
-  EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &got), -FI_ENODATA);
+  int r = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &got);
+  if (t->offers & FI_FENCE) {
+    ASSERT_EQ(r, 0) << fi_strerror(-r);
+    EXPECT_EQ(got->caps & FI_FENCE, FI_FENCE);
+    EXPECT_EQ(got->tx_attr->caps & FI_FENCE, FI_FENCE);
+    EXPECT_EQ(got->tx_attr->op_flags & FI_FENCE, 0u) << "never a default";
+  } else {
+    EXPECT_EQ(r, -FI_ENODATA);
+  }
   fi_freeinfo(got);
   fi_freeinfo(h);
 }
 
 INSTANTIATE_TEST_SUITE_P(all, fence, testing::ValuesIn(all_configs), config_name);
 
-// Whatever is asked, no provider lists FI_FENCE anywhere in an fi_info.
-TEST(fence_core, no_fi_info_lists_it) {
+// Endpoints opened with FI_FENCE, on the configurations that offer it.
+class fenced : public fence {
+ protected:
+  uint64_t extra_caps() const override { return fence::extra_caps() | FI_FENCE; }
+  void SetUp() override {
+    const caps_table* t = caps_of(GetParam());
+    if (!t || !(t->offers & FI_FENCE)) GTEST_SKIP() << GetParam().prov << " lacks FI_FENCE";
+    fence::SetUp();
+  }
+  // Calls `post` until it stops answering -FI_EAGAIN, reading the CQ in
+  // between (completions kept in `done`); its last answer. `waits` counts
+  // the -FI_EAGAIN answers.
+  template <class Post>
+  ssize_t post_fenced(fid_cq* cq, Post post, int& waits, std::vector<void*>& done) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      ssize_t r = post();
+      if (r != -FI_EAGAIN || std::chrono::steady_clock::now() > deadline) return r;
+      ++waits;
+      fi_cq_data_entry e;
+      ssize_t n = fi_cq_read(cq, &e, 1);
+      if (n == 1) done.push_back(e.op_context);
+      if (n == -FI_EAVAIL) {
+        fi_cq_err_entry err{};
+        fi_cq_readerr(cq, &err, 0);
+        ADD_FAILURE() << "error completion " << err.err;
+      }
+    }
+  }
+  // Whether every context of `first` completed before `then`, in the order
+  // the CQ gave them.
+  static bool completed_before(const std::vector<void*>& done, std::vector<void*> first,
+                               void* then) {
+    auto at = std::find(done.begin(), done.end(), then);
+    for (void* c : first)
+      if (std::find(done.begin(), at, c) == at) return false;
+    return true;
+  }
+  // Reads the CQ until every context in `want` has completed (or 10 s).
+  bool wait_all(fid_cq* cq, std::vector<void*> want, std::vector<void*>& done) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      std::erase_if(want, [&](void* c) { return std::find(done.begin(), done.end(), c) != done.end(); });
+      if (want.empty()) return true;
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      fi_cq_data_entry e;
+      if (fi_cq_read(cq, &e, 1) == 1) done.push_back(e.op_context);
+    }
+  }
+};
+
+// Writes of 256 KiB each (outstanding until the target answers), then a
+// fenced read of the same bytes: it is accepted only once every write has
+// completed, and it reads what the last write put there.
+TEST_P(fenced, a_fenced_read_after_writes_sees_the_writes) {
+  if (!has(FI_RMA)) GTEST_SKIP() << "no RMA";
+  two_eps t = open_two_eps();
+  ASSERT_TRUE(t.ea && t.eb);
+  constexpr size_t n = 256 << 10;
+  constexpr int writes = 4;
+  std::vector<char> target(n, 0), back(n, 0);
+  std::vector<std::vector<char>> src(writes);
+  for (int k = 0; k < writes; ++k) src[k].assign(n, static_cast<char>('a' + k));
+  fid_mr* mr = nullptr;
+  ASSERT_EQ(fi_mr_reg(domain, target.data(), n, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 2, 0, &mr,
+                      nullptr),
+            0);
+  const uint64_t base =
+      info->domain_attr->mr_mode & FI_MR_VIRT_ADDR ? reinterpret_cast<uint64_t>(target.data()) : 0;
+  const uint64_t key = fi_mr_key(mr);
+  fi_context wctx[writes], rctx;
+  std::vector<void*> done;
+  for (int k = 0; k < writes; ++k) {
+    ssize_t r;
+    while ((r = fi_write(t.ea, src[k].data(), n, nullptr, t.b, base, key, &wctx[k])) ==
+           -FI_EAGAIN) {
+      fi_cq_data_entry e;
+      if (fi_cq_read(t.cq, &e, 1) == 1) done.push_back(e.op_context);
+    }
+    ASSERT_EQ(r, 0) << fi_strerror(static_cast<int>(-r));
+  }
+  iovec liov{back.data(), n};
+  fi_rma_iov riov{base, n, key};
+  fi_msg_rma rm{&liov, nullptr, 1, t.b, &riov, 1, &rctx, 0};
+  int waits = 0;
+  ssize_t r = post_fenced(t.cq, [&] { return fi_readmsg(t.ea, &rm, FI_FENCE | FI_COMPLETION); },
+                          waits, done);
+  ASSERT_EQ(r, 0) << fi_strerror(static_cast<int>(-r));
+  ASSERT_TRUE(wait_all(t.cq, {&rctx, &wctx[0], &wctx[1], &wctx[2], &wctx[3]}, done));
+  // Accepted only once every write had completed: their completions are
+  // all ahead of the read's in the CQ.
+  EXPECT_TRUE(completed_before(done, {&wctx[0], &wctx[1], &wctx[2], &wctx[3]}, &rctx))
+      << "the fenced read went ahead of a write that had not completed";
+  EXPECT_EQ(back, src[writes - 1]) << "the read does not see the last write";
+  // Under manual progress nothing had moved when the read was first posted
+  // (the target answers writes only from a progress call): the fence had
+  // to make it wait.
+  if (GetParam().progress == FI_PROGRESS_MANUAL)
+    EXPECT_GT(waits, 0) << "the fenced read was taken while the writes were outstanding";
+  RecordProperty("fence_waits", waits);
+  EXPECT_EQ(fi_close(&mr->fid), 0);
+}
+
+// A fenced send after large sends to the same peer waits for them; every
+// message arrives once, in order.
+TEST_P(fenced, a_fenced_send_waits_for_earlier_sends) {
+  two_eps t = open_two_eps();
+  ASSERT_TRUE(t.ea && t.eb);
+  constexpr size_t n = 1 << 20;
+  const size_t big = std::min<size_t>(n, info->ep_attr->max_msg_size);
+  std::vector<char> a(big, 'x'), b(big, 'y'), in1(big), in2(big);
+  char small[8] = "fenced", in3[8] = {};
+  fi_context r1, r2, r3, s1, s2, s3;
+  ASSERT_EQ(fi_recv(t.eb, in1.data(), big, nullptr, FI_ADDR_UNSPEC, &r1), 0);
+  ASSERT_EQ(fi_recv(t.eb, in2.data(), big, nullptr, FI_ADDR_UNSPEC, &r2), 0);
+  ASSERT_EQ(fi_recv(t.eb, in3, sizeof in3, nullptr, FI_ADDR_UNSPEC, &r3), 0);
+  std::vector<void*> done;
+  ASSERT_EQ(fi_send(t.ea, a.data(), big, nullptr, t.b, &s1), 0);
+  ASSERT_EQ(fi_send(t.ea, b.data(), big, nullptr, t.b, &s2), 0);
+  iovec iov{small, sizeof small};
+  fi_msg m{&iov, nullptr, 1, t.b, &s3, 0};
+  int waits = 0;
+  ssize_t r = post_fenced(t.cq, [&] { return fi_sendmsg(t.ea, &m, FI_FENCE | FI_COMPLETION); },
+                          waits, done);
+  ASSERT_EQ(r, 0) << fi_strerror(static_cast<int>(-r));
+  ASSERT_TRUE(wait_all(t.cq, {&r1, &r2, &r3, &s1, &s2, &s3}, done));
+  EXPECT_TRUE(completed_before(done, {&s1, &s2}, &s3))
+      << "the fenced send went ahead of an earlier send that had not completed";
+  EXPECT_EQ(in1, a);
+  EXPECT_EQ(in2, b);
+  // shm's large sends complete when the receiver has copied them, which
+  // takes a progress call: under manual progress the fence waited. (tcp's
+  // may complete inside fi_send, once the socket took the bytes.)
+  if (GetParam().progress == FI_PROGRESS_MANUAL && std::string(GetParam().prov) == "shm")
+    EXPECT_GT(waits, 0) << "the fenced send was taken while earlier sends were outstanding";
+  EXPECT_STREQ(in3, "fenced");
+}
+
+// With nothing outstanding a fenced operation goes at once.
+TEST_P(fenced, an_idle_endpoint_takes_a_fenced_send_at_once) {
+  two_eps t = open_two_eps();
+  ASSERT_TRUE(t.ea && t.eb);
+  char in[8] = {}, out[8] = "now";
+  fi_context rc, sc;
+  ASSERT_EQ(fi_recv(t.eb, in, sizeof in, nullptr, FI_ADDR_UNSPEC, &rc), 0);
+  iovec iov{out, sizeof out};
+  fi_msg m{&iov, nullptr, 1, t.b, &sc, 0};
+  EXPECT_EQ(fi_sendmsg(t.ea, &m, FI_FENCE | FI_COMPLETION), 0);
+  std::vector<void*> done;
+  ASSERT_TRUE(wait_all(t.cq, {&rc, &sc}, done));
+  EXPECT_STREQ(in, "now");
+}
+
+INSTANTIATE_TEST_SUITE_P(all, fenced, testing::ValuesIn(all_configs), config_name);
+
+// FI_FENCE appears in an fi_info only from providers that implement it
+// (shm, tcp), as a capability, never as a default operation flag.
+TEST(fence_core, only_providers_that_implement_it_list_it) {
   fi_info* hints[3] = {nullptr, fi_allocinfo(), fi_allocinfo()};
   hints[1]->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
   hints[2]->mode = ~0ULL;
@@ -167,8 +342,11 @@ TEST(fence_core, no_fi_info_lists_it) {
     ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info), 0);
     for (fi_info* i = info; i; i = i->next, ++answers) {
       SCOPED_TRACE(i->fabric_attr->prov_name);
-      EXPECT_EQ(i->caps & FI_FENCE, 0u);
-      EXPECT_EQ(i->tx_attr->caps & FI_FENCE, 0u);
+      const std::string prov = i->fabric_attr->prov_name;
+      if (prov != "shm" && prov != "tcp") {
+        EXPECT_EQ(i->caps & FI_FENCE, 0u);
+        EXPECT_EQ(i->tx_attr->caps & FI_FENCE, 0u);
+      }
       EXPECT_EQ(i->rx_attr->caps & FI_FENCE, 0u);
       EXPECT_EQ(i->tx_attr->op_flags & FI_FENCE, 0u);
       EXPECT_EQ(i->rx_attr->op_flags & FI_FENCE, 0u);

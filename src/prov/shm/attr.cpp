@@ -11,7 +11,7 @@ namespace weft::shm {
 namespace {
 
 constexpr uint64_t tx_caps =
-    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE;
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE;
 constexpr uint64_t rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV |
                              FI_SOURCE | FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE |
                              FI_RMA_EVENT | FI_AV_USER_ID;

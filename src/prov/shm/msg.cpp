@@ -52,7 +52,11 @@ struct data_ops {
     return ep(e)->send<Lock>(iov, count, dest, ctx, ep(e)->tx_op_flags(), 0, 0);
   }
   static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
-    if (!m || util::fence_refused(&provider(), "fi_sendmsg", flags)) return to_fi(errc::inval);
+    if (!m) return to_fi(errc::inval);
+    if (flags & FI_FENCE) [[unlikely]] {
+      if (ssize_t r = ep(e)->fence<Lock>("fi_sendmsg")) return r;
+      flags &= ~FI_FENCE;
+    }
     if (flags & ~send_op_flags) return to_fi(errc::badflags);
     return ep(e)->send<Lock>(m->msg_iov, m->iov_count, m->addr, m->context, flags & ~FI_MSG, 0,
                              m->data);
@@ -95,7 +99,11 @@ struct data_ops {
     return ep(e)->send<Lock>(iov, count, dest, ctx, ep(e)->tx_op_flags() | FI_TAGGED, tag, 0);
   }
   static ssize_t tsendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
-    if (!m || util::fence_refused(&provider(), "fi_tsendmsg", flags)) return to_fi(errc::inval);
+    if (!m) return to_fi(errc::inval);
+    if (flags & FI_FENCE) [[unlikely]] {
+      if (ssize_t r = ep(e)->fence<Lock>("fi_tsendmsg")) return r;
+      flags &= ~FI_FENCE;
+    }
     if (flags & ~(send_op_flags | FI_TAGGED)) return to_fi(errc::badflags);
     return ep(e)->send<Lock>(m->msg_iov, m->iov_count, m->addr, m->context,
                              (flags & ~FI_MSG) | FI_TAGGED, m->tag, m->data);

@@ -17,12 +17,13 @@
 #include "prov/shm/iov.hpp"
 #include "prov/shm/shm.hpp"
 #include "util/atomic.hpp"
+#include "util/fence.hpp"
 #include "util/mr.hpp"
 
 namespace weft::shm {
 
 const util::rma_limits endpoint::limits = {max_iov, proto::rma_max_targets, max_msg, inline_max,
-                                           proto::atomic_max_bytes};
+                                           proto::atomic_max_bytes, true};
 
 namespace {
 
@@ -55,6 +56,10 @@ ssize_t endpoint::post_rma(const util::rma_request& r) noexcept {
   const bool completion = cq && !silent && (!bound_.tx_selective || (r.flags & FI_COMPLETION));
 
   [[maybe_unused]] auto g = guard<Lock>();
+  if (r.flags & FI_FENCE) [[unlikely]]
+    if (errc e = util::fence_gate(prov, r.write ? "fi_writemsg" : "fi_readmsg", caps_, tx_idle());
+        e != errc::ok)
+      return to_fi(e);
   errc err;
   conn* c = conn_for(r.addr, err);
   if (!c) return to_fi(err);
@@ -131,6 +136,9 @@ ssize_t endpoint::post_atomic(const util::atomic_request& r) noexcept {
   const bool completion = cq && !silent && (!bound_.tx_selective || (r.flags & FI_COMPLETION));
 
   [[maybe_unused]] auto g = guard<Lock>();
+  if (r.flags & FI_FENCE) [[unlikely]]
+    if (errc e = util::fence_gate(prov, "fi_atomicmsg", caps_, tx_idle()); e != errc::ok)
+      return to_fi(e);
   errc err;
   conn* c = conn_for(r.addr, err);
   if (!c) return to_fi(err);

@@ -15,6 +15,7 @@
 
 #include "core/hot.hpp"
 #include "core/prefetch.hpp"
+#include "util/fence.hpp"
 #include "prov/shm/peer.hpp"
 #include "prov/shm/proto.hpp"
 #include "prov/shm/region.hpp"
@@ -316,6 +317,18 @@ class endpoint : public util::endpoint_object<endpoint> {
   int setopt(int level, int name, const void* val, size_t len);
   ssize_t rx_size_left();
   ssize_t tx_size_left();
+  // FI_FENCE (util/fence.hpp): nothing of ours awaits an answer or a match
+  // (every transmit that is not complete at its call holds a tx entry; the
+  // others, inline sends and injects, are ahead in the peer's ring, which
+  // it reads in order).
+  bool tx_idle() const noexcept { return tx_free_count_ == tx_count_; }
+  // 0 when a fenced send may go now, -FI_EAGAIN until then, -FI_EINVAL
+  // without the capability.
+  template <class Lock>
+  ssize_t fence(const char* call) noexcept {
+    [[maybe_unused]] auto g = guard<Lock>();
+    return to_fi(util::fence_gate(&provider(), call, caps_, tx_idle()));
+  }
   int getname(void* addr, size_t* addrlen);
 
   // ---- the data path, one instantiation per lock policy (msg.cpp) ----

@@ -159,7 +159,7 @@ errc listen_socket(const sockaddr* addr, int backlog, util::unique_fd& out) noex
   return errc::ok;
 }
 
-tx_pool::tx_pool(size_t n) : slab_(std::make_unique<tx_entry[]>(n)), avail_(0) {
+tx_pool::tx_pool(size_t n) : slab_(std::make_unique<tx_entry[]>(n)), size_(n), avail_(0) {
   for (size_t i = n; i-- > 0;) put(&slab_[i]);
 }
 

@@ -101,9 +101,12 @@ class tx_pool {
     ++avail_;
   }
   size_t available() const noexcept { return avail_; }
+  // Every entry is back: nothing sent through the pool is outstanding.
+  bool all_free() const noexcept { return avail_ == size_; }
 
  private:
   std::unique_ptr<tx_entry[]> slab_;
+  size_t size_;
   tx_entry* free_ = nullptr;
   size_t avail_ = 0;
 };

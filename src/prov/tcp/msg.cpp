@@ -59,7 +59,11 @@ struct data_ops {
     return tx(e, iov, count, dest, ctx, txf(e), 0, 0);
   }
   static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
-    if (!m || util::fence_refused(&provider(), "fi_sendmsg", flags)) return to_fi(errc::inval);
+    if (!m) return to_fi(errc::inval);
+    if (flags & FI_FENCE) [[unlikely]] {
+      if (ssize_t r = ep(e)->fence<Lock>("fi_sendmsg")) return r;
+      flags &= ~FI_FENCE;
+    }
     return tx(e, m->msg_iov, m->iov_count, m->addr, m->context, flags & ~uint64_t{FI_TAGGED}, 0,
               m->data);
   }
@@ -103,7 +107,11 @@ struct data_ops {
     return tx(e, iov, count, dest, ctx, txf(e) | FI_TAGGED, tag, 0);
   }
   static ssize_t tsendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
-    if (!m || util::fence_refused(&provider(), "fi_tsendmsg", flags)) return to_fi(errc::inval);
+    if (!m) return to_fi(errc::inval);
+    if (flags & FI_FENCE) [[unlikely]] {
+      if (ssize_t r = ep(e)->fence<Lock>("fi_tsendmsg")) return r;
+      flags &= ~FI_FENCE;
+    }
     return tx(e, m->msg_iov, m->iov_count, m->addr, m->context, flags | FI_TAGGED, m->tag,
               m->data);
   }

@@ -19,6 +19,7 @@
 #include "core/log.hpp"
 #include "prov/tcp/tcp.hpp"
 #include "util/atomic.hpp"
+#include "util/fence.hpp"
 #include "util/mr.hpp"
 
 #include <algorithm>
@@ -30,7 +31,7 @@ namespace weft::tcp {
 namespace {
 
 const util::rma_limits limits = {max_iov, proto::max_rma_iov, max_msg_size, inject_size,
-                                 atomic_max_bytes};
+                                 atomic_max_bytes, true};
 
 // Responses beyond the transmit pool, per endpoint, before the endpoint stops
 // reading new requests from its peers (a peer that never reads its answers
@@ -113,6 +114,11 @@ ssize_t endpoint::post_rma(const util::rma_request& r) noexcept {
   }
 
   [[maybe_unused]] auto g = guard<Lock>();
+  if (r.flags & FI_FENCE) [[unlikely]]
+    if (errc e = util::fence_gate(prov, r.write ? "fi_writemsg" : "fi_readmsg", caps_,
+                                  txp_.all_free());
+        e != errc::ok)
+      return to_fi(e);
   int err = 0;
   conn* c = tx_conn<Lock, P::rdm>(r.addr, &err);
   if (!c) return err;
@@ -179,6 +185,9 @@ ssize_t endpoint::post_atomic(const util::atomic_request& r) noexcept {
   }
 
   [[maybe_unused]] auto g = guard<Lock>();
+  if (r.flags & FI_FENCE) [[unlikely]]
+    if (errc e = util::fence_gate(prov, "fi_atomicmsg", caps_, txp_.all_free()); e != errc::ok)
+      return to_fi(e);
   int err = 0;
   conn* c = tx_conn<Lock, P::rdm>(r.addr, &err);
   if (!c) return err;

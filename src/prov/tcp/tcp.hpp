@@ -27,6 +27,7 @@
 #include "prov/tcp/proto.hpp"
 #include "util/domain.hpp"
 #include "util/endpoint.hpp"
+#include "util/fence.hpp"
 #include "util/fabric.hpp"
 #include "util/fd.hpp"
 #include "util/lock.hpp"
@@ -74,6 +75,14 @@ class endpoint : public util::endpoint_object<endpoint> {
   int setopt(int level, int name, const void* val, size_t len);
   ssize_t rx_size_left();
   ssize_t tx_size_left();
+  // FI_FENCE (util/fence.hpp): 0 when a fenced send may go now (nothing of
+  // ours in the transmit pool: every send, request and answer is done),
+  // -FI_EAGAIN until then, -FI_EINVAL without the capability.
+  template <class Lock>
+  ssize_t fence(const char* call) noexcept {
+    [[maybe_unused]] auto g = guard<Lock>();
+    return to_fi(util::fence_gate(&provider(), call, caps_, txp_.all_free()));
+  }
   // fi_ops_cm
   int getname(void* addr, size_t* addrlen);
   int setname(const void* addr, size_t addrlen);
