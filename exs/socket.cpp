@@ -164,6 +164,22 @@ int do_bind(sock* s, const sockaddr* a) {
   return 0;
 }
 
+uint16_t port_of(const sockaddr* a) {
+  return a->sa_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(a)->sin6_port
+                                  : reinterpret_cast<const sockaddr_in*>(a)->sin_port;
+}
+
+bool port_in_use(const sockaddr* a) {
+  uint16_t p = port_of(a);
+  if (!p) return false;
+  for (auto& [fd, o] : lib().socks)
+    if (o->local_len && o->local.ss_family == a->sa_family &&
+        port_of(reinterpret_cast<const sockaddr*>(&o->local)) == p &&
+        (o->state == sstate::bound || o->state == sstate::listening))
+      return true;
+  return false;
+}
+
 sockaddr_storage any_addr(int family) {
   sockaddr_storage ss{};
   ss.ss_family = sa_family_t(family);
@@ -323,6 +339,10 @@ EXS_API int exs_bind(int fd, const struct sockaddr* addr, socklen_t len) {
   if (!s) return fail(EBADF);
   if (int e = check_addr(s, addr, len)) return fail(e);
   if (s->state != sstate::fresh) return fail(EINVAL);
+  // The provider's sockets reuse addresses (a bound client shares its port
+  // with its connection for a moment), so another exs socket of this
+  // process holding the port is refused here, as bind(2) would.
+  if (port_in_use(addr)) return fail(EADDRINUSE);
   if (int e = do_bind(s, addr)) return fail(e);
   s->bound_explicitly = true;
   return 0;
