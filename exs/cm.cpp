@@ -15,11 +15,12 @@ namespace exs {
 
 namespace {
 
-sock* sock_of(fid_t f) {
-  if (!f) return nullptr;
-  auto& ids = lib().by_id;
-  auto it = ids.find(uint32_t(reinterpret_cast<uintptr_t>(f->context)));
-  return it == ids.end() ? nullptr : it->second;
+sock* sock_of(const fid* f) {
+  library& L = lib();
+  auto fi = L.fid_ids.find(f);
+  if (fi == L.fid_ids.end()) return nullptr;
+  auto it = L.by_id.find(fi->second);
+  return it == L.by_id.end() ? nullptr : it->second;
 }
 
 bool parse_blob(const void* data, size_t len, int type, cm_blob* out) {
@@ -99,25 +100,55 @@ void on_connreq(sock* ls, fi_info* req, const void* data, size_t len) {
     fi_freeinfo(req);
     return;
   }
-  if (!ls->accepts.empty()) {
-    op* o = ls->accepts.front();
-    ls->accepts.pop_front();
-    if (int e = start_accept(ls, req, b, o)) {
-      finish_op(o, e, 0, 0);
-      maybe_free(o);
-    }
-    return;
-  }
-  if (int(ls->connreqs.size()) >= ls->backlog) {
+  if (ls->accepts.empty() && int(ls->connreqs.size()) >= ls->backlog) {
     fi_reject(ls->pep, req->handle, nullptr, 0);
     fi_freeinfo(req);
     return;
   }
   ls->connreqs.emplace_back(req, b);
+  if (lib().draining) {
+    // An endpoint was just closed and its address may be given to the one
+    // an accept would open, while entries naming the old one may follow.
+    lib().serve_later.push_back(ls->id);
+  } else {
+    serve_accepts(ls);
+  }
   update_ready(ls);
 }
 
 }  // namespace
+
+void serve_accepts(sock* ls) {
+  while (!ls->accepts.empty() && !ls->connreqs.empty()) {
+    op* o = ls->accepts.front();
+    ls->accepts.pop_front();
+    auto [req, b] = ls->connreqs.front();
+    ls->connreqs.pop_front();
+    if (int e = start_accept(ls, req, b, o)) {
+      finish_op(o, e, 0, 0);
+      maybe_free(o);
+    }
+  }
+  update_ready(ls);
+}
+
+void close_fid(fabric_ctx* fc, fid* f) {
+  library& L = lib();
+  L.fid_ids.erase(f);
+  fi_close(f);
+  bool was = L.draining;
+  L.draining = true;
+  handle_eq(fc);
+  L.draining = was;
+  if (!was) {
+    std::vector<uint32_t> later;
+    later.swap(L.serve_later);
+    for (uint32_t id : later) {
+      auto it = L.by_id.find(id);
+      if (it != L.by_id.end()) serve_accepts(it->second);
+    }
+  }
+}
 
 // Opens the endpoint for a connection request and accepts it; `o`
 // completes when the connection is up. Returns an errno on failure (the
@@ -132,7 +163,8 @@ int start_accept(sock* ls, fi_info* req, const cm_blob& peer, op* o) {
     s->stream_bufs = ls->stream_bufs;
     s->stream_chunk = ls->stream_chunk;
     s->info = fi_dupinfo(req);
-    int r = fi_endpoint(s->fc->domain, req, &s->ep, reinterpret_cast<void*>(uintptr_t(s->id)));
+    int r = fi_endpoint(s->fc->domain, req, &s->ep, nullptr);
+    if (!r) lib().fid_ids[&s->ep->fid] = s->id;
     if (!r) r = fi_ep_bind(s->ep, &s->fc->eq->fid, 0);
     if (!r) r = fi_ep_bind(s->ep, &s->fc->cq->fid, FI_TRANSMIT | FI_RECV);
     if (!r) r = fi_enable(s->ep);

@@ -193,6 +193,11 @@ struct library {
   std::unordered_map<exs_mhandle_t, region*> regions;
   std::vector<fabric_ctx*> fabrics;
   std::vector<sock*> retry;  // sockets whose posts met FI_EAGAIN
+  // Event queue entries name endpoints by fid, and an entry may outlive its
+  // endpoint: fids are looked up here, never dereferenced.
+  std::unordered_map<const fid*, uint32_t> fid_ids;
+  bool draining = false;            // reading the EQ after closing an endpoint
+  std::vector<uint32_t> serve_later;  // listeners whose requests wait for that
   uint32_t next_id = 1;
   exs_qhandle_t next_q = 1;
   exs_mhandle_t next_m = 1;
@@ -243,5 +248,7 @@ sock* new_sock(int type, int family);  // with its descriptor, in by_id (not in 
 // connection management (cm.cpp)
 void handle_eq(fabric_ctx* fc);
 int start_accept(sock* ls, fi_info* req, const cm_blob& peer, op* o);
+void serve_accepts(sock* ls);
+void close_fid(fabric_ctx* fc, fid* f);  // forgets it, closes it, drains the EQ
 
 }  // namespace exs

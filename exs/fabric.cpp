@@ -113,11 +113,14 @@ fabric_ctx* open_ctx(fi_info* info, int* err) {
   return fc;
 }
 
+std::thread* progress_thread = nullptr;
+bool stopping = false;
+
 void progress_loop() {
   library& L = lib();
   std::unique_lock lk(L.m);
   epoll_event evs[16];
-  for (;;) {
+  while (!stopping) {
     for (size_t i = 0; i < L.fabrics.size(); ++i) {
       fabric_ctx* fc = L.fabrics[i];
       handle_cq(fc);
@@ -151,6 +154,8 @@ void progress_loop() {
 
 }  // namespace
 
+void kick();
+
 void start_progress() {
   library& L = lib();
   if (L.thread_started) return;
@@ -160,8 +165,22 @@ void start_progress() {
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;
   epoll_ctl(L.epfd, EPOLL_CTL_ADD, L.kick_fd, &ev);
-  std::thread(progress_loop).detach();
+  progress_thread = new std::thread(progress_loop);
   L.thread_started = true;
+}
+
+// At exit (or dlclose) the thread stops before libfabric.so.1, which is
+// finalized after this library, tears its objects down.
+__attribute__((destructor)) static void stop_progress() {
+  if (!progress_thread) return;
+  {
+    std::lock_guard g{lib().m};
+    stopping = true;
+    kick();
+  }
+  progress_thread->join();
+  delete progress_thread;
+  progress_thread = nullptr;
 }
 
 void kick() {

@@ -93,11 +93,11 @@ void destroy_sock(sock* s) {
     s->accept_op = nullptr;
   }
   if (s->ep) {
-    fi_close(&s->ep->fid);
+    close_fid(s->fc, &s->ep->fid);
     s->ep = nullptr;
     handle_cq(s->fc);
   }
-  if (s->pep) fi_close(&s->pep->fid);
+  if (s->pep) close_fid(s->fc, &s->pep->fid);
   if (s->credit_mr) fi_close(&s->credit_mr->fid);
   if (s->ring_mr) fi_close(&s->ring_mr->fid);
   for (op* o : s->live) delete o;  // the provider holds none of them now
@@ -144,7 +144,8 @@ int do_bind(sock* s, const sockaddr* a) {
   int err = 0;
   fabric_ctx* fc = fabric_for(s->prov, s->family, a, nullptr, &info, &err);
   if (!fc) return err;
-  int r = fi_passive_ep(fc->fabric, info, &s->pep, reinterpret_cast<void*>(uintptr_t(s->id)));
+  int r = fi_passive_ep(fc->fabric, info, &s->pep, nullptr);
+  if (!r) lib().fid_ids[&s->pep->fid] = s->id;
   if (r) {
     fi_freeinfo(info);
     return errno_of_fi(r);
@@ -152,6 +153,7 @@ int do_bind(sock* s, const sockaddr* a) {
   size_t n = sizeof s->local;
   r = fi_getname(&s->pep->fid, &s->local, &n);
   if (r) {
+    lib().fid_ids.erase(&s->pep->fid);
     fi_close(&s->pep->fid);
     s->pep = nullptr;
     fi_freeinfo(info);
@@ -419,7 +421,8 @@ EXS_API int exs_connect(int fd, const struct sockaddr* addr, socklen_t len, int 
   }
   if (int e = reserve(q)) { fi_freeinfo(info); return fail(e); }
   fid_ep* ep = nullptr;
-  int r = fi_endpoint(fc->domain, info, &ep, reinterpret_cast<void*>(uintptr_t(s->id)));
+  int r = fi_endpoint(fc->domain, info, &ep, nullptr);
+  if (!r) lib().fid_ids[&ep->fid] = s->id;
   // Bound: the endpoint connects from the port the passive endpoint holds
   // (both sockets reuse it; neither listens), which is then let go.
   if (!r && s->state == sstate::bound) r = fi_setname(&ep->fid, &s->local, s->local_len);
@@ -427,7 +430,7 @@ EXS_API int exs_connect(int fd, const struct sockaddr* addr, socklen_t len, int 
   if (!r) r = fi_ep_bind(ep, &fc->cq->fid, FI_TRANSMIT | FI_RECV);
   if (!r) r = fi_enable(ep);
   if (r) {
-    if (ep) fi_close(&ep->fid);
+    if (ep) close_fid(fc, &ep->fid);
     fi_freeinfo(info);
     q->reserved--;
     return fail(errno_of_fi(r));
@@ -450,7 +453,7 @@ EXS_API int exs_connect(int fd, const struct sockaddr* addr, socklen_t len, int 
     return fail(errno_of_fi(r));
   }
   if (s->pep) {
-    fi_close(&s->pep->fid);
+    close_fid(s->fc, &s->pep->fid);
     s->pep = nullptr;
   }
   std::memcpy(&s->peer, addr, addr_len(s->family));

@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <cstdio>
+#include <cstdlib>
 
 namespace exs {
 
@@ -152,7 +154,7 @@ void post_sends(sock* s) {
     op* o = s->sends.front();
     if (s->type == SOCK_SEQPACKET) {
       if (!s->send_credits || s->tx_inflight >= s->tx_max) return;
-      void* d[EXS_IOV_MAX];
+      void* d[EXS_IOV_MAX] = {};
       descs(s, o, 0, o->iovcnt, d);
       iovec one{nullptr, 0};
       fi_msg m{};
@@ -260,6 +262,7 @@ void stream_deliver(sock* s) {
 }
 
 void pump(sock* s) {
+  if (getenv("EXS_DEBUG")) fprintf(stderr, "pump id=%u st=%d credits=%lu owed=%lu tx=%zu/%zu cinf=%d sends=%zu recvs=%zu\n", s->id, int(s->state), (unsigned long)s->send_credits, (unsigned long)s->owed, s->tx_inflight, s->tx_max, s->credit_inflight, s->sends.size(), s->recvs.size());
   if (s->state == sstate::connected && s->ep) {
     post_credit(s);
     post_sends(s);
