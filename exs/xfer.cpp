@@ -20,8 +20,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <cstdio>
-#include <cstdlib>
 
 namespace exs {
 
@@ -262,7 +260,6 @@ void stream_deliver(sock* s) {
 }
 
 void pump(sock* s) {
-  if (getenv("EXS_DEBUG")) fprintf(stderr, "pump id=%u st=%d credits=%lu owed=%lu tx=%zu/%zu cinf=%d sends=%zu recvs=%zu\n", s->id, int(s->state), (unsigned long)s->send_credits, (unsigned long)s->owed, s->tx_inflight, s->tx_max, s->credit_inflight, s->sends.size(), s->recvs.size());
   if (s->state == sstate::connected && s->ep) {
     post_credit(s);
     post_sends(s);

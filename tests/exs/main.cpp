@@ -15,5 +15,3 @@ int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
-
-int exs_test_child(int, char**) { return 2; }
