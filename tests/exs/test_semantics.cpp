@@ -273,6 +273,13 @@ TEST(exs_gaps, remote_cq_data_never_takes_a_posted_receive) {
 }
 
 namespace {
+// A millisecond; sanitizers slow every step several times over.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr long wake_limit_us = 5000;
+#else
+constexpr long wake_limit_us = 1000;
+#endif
+
 // Microseconds from `trigger` to the wake-up of a thread asleep in
 // exs_qdequeue (no timeout) on the queue of an outstanding receive.
 template <class F>
@@ -305,7 +312,8 @@ TEST(exs_gaps, shutdown_wakes_a_sleeping_dequeuer_at_once) {
     for (int i = 0; i < 5; ++i)
       best = std::min(best, wake_us(type, [](pair_t& p) { exs_shutdown(p.server, SHUT_RDWR); }));
     // The best of five: a wake-up by timeout polling would not make it.
-    EXPECT_LT(best, 1000) << "microseconds";
+    EXPECT_LT(best, wake_limit_us) << "microseconds";
+    RecordProperty(type == SOCK_STREAM ? "stream_best_us" : "seqpacket_best_us", int(best));
   }
 }
 
@@ -317,7 +325,8 @@ TEST(exs_gaps, a_peer_closing_wakes_a_sleeping_dequeuer_at_once) {
                         exs_close(p.client);
                         p.client = -1;
                       }));
-    EXPECT_LT(best, 1000) << "microseconds";
+    EXPECT_LT(best, wake_limit_us) << "microseconds";
+    RecordProperty(type == SOCK_STREAM ? "stream_best_us" : "seqpacket_best_us", int(best));
   }
 }
 
