@@ -308,25 +308,30 @@ long wake_us(int type, F trigger) {
 
 TEST(exs_gaps, shutdown_wakes_a_sleeping_dequeuer_at_once) {
   for (int type : {SOCK_SEQPACKET, SOCK_STREAM}) {
-    long best = 1L << 40;
+    std::vector<long> us;
     for (int i = 0; i < 5; ++i)
-      best = std::min(best, wake_us(type, [](pair_t& p) { exs_shutdown(p.server, SHUT_RDWR); }));
-    // The best of five: a wake-up by timeout polling would not make it.
+      us.push_back(wake_us(type, [](pair_t& p) { exs_shutdown(p.server, SHUT_RDWR); }));
+    // The median of five: a wake-up by polling with a timeout would not
+    // make it, a stray delay on a busy machine does not fail it.
+    std::sort(us.begin(), us.end());
+    long best = us[2];
     EXPECT_LT(best, wake_limit_us) << "microseconds";
-    RecordProperty(type == SOCK_STREAM ? "stream_best_us" : "seqpacket_best_us", int(best));
+    RecordProperty(type == SOCK_STREAM ? "stream_median_us" : "seqpacket_median_us", int(best));
   }
 }
 
 TEST(exs_gaps, a_peer_closing_wakes_a_sleeping_dequeuer_at_once) {
   for (int type : {SOCK_SEQPACKET, SOCK_STREAM}) {
-    long best = 1L << 40;
+    std::vector<long> us;
     for (int i = 0; i < 5; ++i)
-      best = std::min(best, wake_us(type, [](pair_t& p) {
-                        exs_close(p.client);
-                        p.client = -1;
-                      }));
+      us.push_back(wake_us(type, [](pair_t& p) {
+        exs_close(p.client);
+        p.client = -1;
+      }));
+    std::sort(us.begin(), us.end());
+    long best = us[2];
     EXPECT_LT(best, wake_limit_us) << "microseconds";
-    RecordProperty(type == SOCK_STREAM ? "stream_best_us" : "seqpacket_best_us", int(best));
+    RecordProperty(type == SOCK_STREAM ? "stream_median_us" : "seqpacket_median_us", int(best));
   }
 }
 
