@@ -30,26 +30,46 @@ fi_info* msg_info(const char* node, const char* service, uint64_t flags, fi_prog
   int r = fi_getinfo(FI_VERSION(1, 17), node, service, flags, h, &out);
   fi_freeinfo(h);
   EXPECT_EQ(r, 0) << fi_strerror(-r);
-  if (out) EXPECT_EQ(out->domain_attr->control_progress, control);
+  if (out) {
+    EXPECT_EQ(out->domain_attr->control_progress, control);
+  }
   return out;
 }
+
+// A server listening on loopback and a client that has called fi_connect
+// (with `data` as private data), each side asking its own control progress.
+// Infos freed on the way out, a failed assertion included.
+struct connecting {
+  fi_info *si = nullptr, *ci = nullptr;
+  objs server, client;
+  fid_ep* ep = nullptr;
+  ~connecting() {
+    fi_freeinfo(ci);
+    fi_freeinfo(si);
+  }
+  void start(fi_progress server_control, fi_progress client_control, const std::string& data) {
+    const std::string port = std::to_string(free_port());
+    si = msg_info("127.0.0.1", port.c_str(), FI_SOURCE, server_control);
+    ci = msg_info("127.0.0.1", port.c_str(), 0, client_control);
+    ASSERT_NE(si, nullptr);
+    ASSERT_NE(ci, nullptr);
+    ASSERT_EQ(server.open(si), 0);
+    ASSERT_EQ(server.listen(si), 0);
+    ASSERT_EQ(client.open(ci), 0);
+    ASSERT_EQ(client.endpoint(ci, &ep), 0);
+    ASSERT_EQ(fi_connect(ep, ci->dest_addr, data.data(), data.size()), 0);
+  }
+};
 
 // A client that calls nothing after fi_connect: under manual progress its
 // request would wait in the library for a progress call; here the server,
 // blocked in fi_eq_sread, gets FI_CONNREQ and the two connect.
 TEST(cm_auto, a_client_silent_after_fi_connect_reaches_the_server) {
-  const std::string port = std::to_string(free_port());
-  fi_info* si = msg_info("127.0.0.1", port.c_str(), FI_SOURCE, FI_PROGRESS_MANUAL);
-  fi_info* ci = msg_info("127.0.0.1", port.c_str(), 0, FI_PROGRESS_AUTO);
-  ASSERT_NE(si, nullptr);
-  ASSERT_NE(ci, nullptr);
-  objs server, client;
-  ASSERT_EQ(server.open(si), 0);
-  ASSERT_EQ(server.listen(si), 0);
-  ASSERT_EQ(client.open(ci), 0);
-  fid_ep* ep = nullptr;
-  ASSERT_EQ(client.endpoint(ci, &ep), 0);
-  ASSERT_EQ(fi_connect(ep, ci->dest_addr, "hi", 2), 0);
+  connecting c;
+  c.start(FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO, "hi");
+  ASSERT_FALSE(HasFatalFailure());
+  objs& server = c.server;
+  objs& client = c.client;
   // From here the client calls nothing until the server is connected.
   event req = wait_event(server.eq);
   ASSERT_EQ(req.type, static_cast<uint32_t>(FI_CONNREQ))
@@ -63,8 +83,6 @@ TEST(cm_auto, a_client_silent_after_fi_connect_reaches_the_server) {
   EXPECT_EQ(up.type, static_cast<uint32_t>(FI_CONNECTED)) << up.rc;
   event cup = wait_event(client.eq);
   EXPECT_EQ(cup.type, static_cast<uint32_t>(FI_CONNECTED)) << cup.rc;
-  fi_freeinfo(ci);
-  fi_freeinfo(si);
 }
 
 // A server that calls nothing after fi_listen: its passive endpoint accepts
@@ -73,18 +91,11 @@ TEST(cm_auto, a_client_silent_after_fi_connect_reaches_the_server) {
 // one read finds nothing: it accepts the socket, and the request's bytes
 // are read by a later progress call.)
 TEST(cm_auto, a_server_silent_after_fi_listen_has_the_request_queued) {
-  const std::string port = std::to_string(free_port());
-  fi_info* si = msg_info("127.0.0.1", port.c_str(), FI_SOURCE, FI_PROGRESS_AUTO);
-  fi_info* ci = msg_info("127.0.0.1", port.c_str(), 0, FI_PROGRESS_MANUAL);
-  ASSERT_NE(si, nullptr);
-  ASSERT_NE(ci, nullptr);
-  objs server, client;
-  ASSERT_EQ(server.open(si), 0);
-  ASSERT_EQ(server.listen(si), 0);
-  ASSERT_EQ(client.open(ci), 0);
-  fid_ep* ep = nullptr;
-  ASSERT_EQ(client.endpoint(ci, &ep), 0);
-  ASSERT_EQ(fi_connect(ep, ci->dest_addr, "req", 3), 0);
+  connecting c;
+  c.start(FI_PROGRESS_AUTO, FI_PROGRESS_MANUAL, "req");
+  ASSERT_FALSE(HasFatalFailure());
+  objs& server = c.server;
+  objs& client = c.client;
   // The client progresses itself (its request goes out) while it waits;
   // joined on the way out, a failed assertion included.
   std::jthread t([&] {
@@ -107,8 +118,6 @@ TEST(cm_auto, a_server_silent_after_fi_listen_has_the_request_queued) {
   event up = wait_event(server.eq);
   EXPECT_EQ(up.type, static_cast<uint32_t>(FI_CONNECTED)) << up.rc;
   t.join();
-  fi_freeinfo(ci);
-  fi_freeinfo(si);
 }
 
 // A peer that opens a TCP connection to the listener and never sends a

@@ -272,8 +272,9 @@ TEST_P(fenced, a_fenced_read_after_writes_sees_the_writes) {
   // Under manual progress nothing had moved when the read was first posted
   // (the target answers writes only from a progress call): the fence had
   // to make it wait.
-  if (GetParam().progress == FI_PROGRESS_MANUAL)
+  if (GetParam().progress == FI_PROGRESS_MANUAL) {
     EXPECT_GT(waits, 0) << "the fenced read was taken while the writes were outstanding";
+  }
   RecordProperty("fence_waits", waits);
   EXPECT_EQ(fi_close(&mr->fid), 0);
 }
@@ -308,8 +309,9 @@ TEST_P(fenced, a_fenced_send_waits_for_earlier_sends) {
   // shm's large sends complete when the receiver has copied them, which
   // takes a progress call: under manual progress the fence waited. (tcp's
   // may complete inside fi_send, once the socket took the bytes.)
-  if (GetParam().progress == FI_PROGRESS_MANUAL && std::string(GetParam().prov) == "shm")
+  if (GetParam().progress == FI_PROGRESS_MANUAL && std::string(GetParam().prov) == "shm") {
     EXPECT_GT(waits, 0) << "the fenced send was taken while earlier sends were outstanding";
+  }
   EXPECT_STREQ(in3, "fenced");
 }
 
