@@ -308,6 +308,7 @@ void pep::progress() noexcept {
     } else if (evs[i].data.ptr == &timer_) {
       uint64_t ticks;
       [[maybe_unused]] ssize_t r = ::read(timer_.get(), &ticks, sizeof ticks);
+      timer_at_ = 0;  // fired: disarmed, armed again below if still needed
     } else {
       read_request(*static_cast<connreq*>(evs[i].data.ptr));
     }
@@ -334,6 +335,9 @@ void pep::arm_timer(uint64_t now) noexcept {
     uint64_t t = r->c->state == conn_state::accepting ? now + 1'000'000 : r->c->deadline_ns;
     if (!at || t < at) at = t;
   }
+  // EQ reads run this too: no system call unless the deadline moved.
+  if (at == timer_at_) return;
+  timer_at_ = at;
   itimerspec its{};
   if (at) {
     uint64_t in = at > now ? at - now : 1;

@@ -86,6 +86,7 @@ class pep : public util::fid_object<pep, fid_pep> {
   // and for announcements a full EQ put off.
   const bool auto_;
   util::unique_fd timer_;
+  uint64_t timer_at_ = 0;  // what timer_ is armed for (0: disarmed)
   bool registered_ = false;  // with the fabric's thread; only listen/close
   std::mutex m_;
   std::vector<std::unique_ptr<connreq>> reqs_;

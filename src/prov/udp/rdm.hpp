@@ -201,6 +201,10 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   static const fi_ops_tagged* tagged_table() noexcept;
   static const fi_ops_srx_peer* peer_table(bool locked) noexcept;
 
+  // What check_rma / check_atomic hold this endpoint's RMA to.
+  util::rma_limits rma_limits() const noexcept {
+    return {max_iov, rdm_max_rma_iov, max_msg_, rdm_inject_size, rdm_atomic_max};
+  }
   // RMA and atomics (rdm_rma.cpp): every call form of fi_rma(3) and
   // fi_atomic(3) ends in these (util::rma_ops).
   template <class Lock>

@@ -147,10 +147,8 @@ ssize_t rdm_endpoint::post_entry(rdm_peer& p, rdm_tx* t, void* context, bool com
 
 template <class Lock>
 ssize_t rdm_endpoint::post_rma(const util::rma_request& r) noexcept {
-  const util::rma_limits limits = {max_iov, rdm_max_rma_iov, max_msg_, rdm_inject_size,
-                                   rdm_atomic_max};
   uint64_t total = 0;
-  if (errc e = util::check_rma(&provider(), r, limits, &total); e != errc::ok) return to_fi(e);
+  if (errc e = util::check_rma(&provider(), r, rma_limits(), &total); e != errc::ok) return to_fi(e);
   util::cq* cq = bound_.tx_cq.get();
   const bool silent = r.flags & util::op_no_completion;
   const bool completion = cq && !silent && (!bound_.tx_selective || (r.flags & FI_COMPLETION));
@@ -201,10 +199,8 @@ ssize_t rdm_endpoint::post_rma(const util::rma_request& r) noexcept {
 
 template <class Lock>
 ssize_t rdm_endpoint::post_atomic(const util::atomic_request& r) noexcept {
-  const util::rma_limits limits = {max_iov, rdm_max_rma_iov, max_msg_, rdm_inject_size,
-                                   rdm_atomic_max};
   size_t count = 0;
-  if (errc e = util::check_atomic(&provider(), r, limits, &count); e != errc::ok) return to_fi(e);
+  if (errc e = util::check_atomic(&provider(), r, rma_limits(), &count); e != errc::ok) return to_fi(e);
   const size_t size = util::atomic_type_size(r.datatype);
   const bool fetch = r.kind != util::atomic_kind::base;
   const size_t operand = r.op == FI_ATOMIC_READ ? 0 : count * size;
