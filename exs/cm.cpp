@@ -34,7 +34,10 @@ void take_peer(sock* s, const cm_blob& b) {
   s->peer_key = b.key;
   s->peer_addr = b.addr;
   s->peer_chunk = b.chunk;
-  s->send_credits = b.credits;
+  // Added, not assigned: on the connecting side the peer's first credit
+  // writes can reach the CQ before FI_CONNECTED reaches the EQ, and the
+  // progress thread reads the CQ first.
+  s->send_credits += b.credits;
 }
 
 void connection_lost(sock* s, int err) {

@@ -171,11 +171,71 @@ int exs_test_child(int argc, char** argv) {
   sockaddr_in a = loopback(uint16_t(port));
   static char buf[256 << 10];
   exs_mhandle_t m = exs_mregister(buf, sizeof buf, EXS_ACCESS_READ);
-  if (exs_connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a, 0, q, nullptr)) return 3;
+  if (exs_connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a, 0, q, nullptr)) {
+    std::fprintf(stderr, "child: exs_connect: %s\n", std::strerror(errno));
+    return 3;
+  }
   exs_event_t ev;
-  if (exs_qdequeue(q, &ev, 1, nullptr) != 1 || ev.exs_evt_errno) return 4;
+  int n = exs_qdequeue(q, &ev, 1, nullptr);
+  if (n != 1 || ev.exs_evt_errno) {
+    std::fprintf(stderr, "child: connect event: %d, type %d, %s\n", n, int(ev.exs_evt_type),
+                 std::strerror(ev.exs_evt_errno));
+    return 4;
+  }
   exs_send(fd, buf, sizeof buf, 0, m, q, nullptr);
   for (;;) pause();
+}
+
+
+// Kills and reaps a child process on every way out of a test.
+struct child_guard {
+  pid_t pid;
+  ~child_guard() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+// A seqpacket sender may send one message per receive its peer posted; the
+// receiver grants that credit with a write the moment the receive is posted.
+// That write can reach the connecting side's completion queue before
+// FI_CONNECTED reaches its event queue (fi_cm(3) orders neither against the
+// other), and a credit that early must still count. Made certain here: the
+// connecting child is stopped while its connection is accepted and the
+// receive posted, so when it runs again the accept and the credit are both
+// waiting, and libexs reads completions first.
+TEST(exs_seqpacket, a_credit_granted_before_the_connect_event_counts) {
+  int l = listener(SOCK_SEQPACKET);
+  exs_qhandle_t q = exs_qcreate(8);
+  std::string port = std::to_string(port_of(l)), t = std::to_string(SOCK_SEQPACKET);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/proc/self/exe", "exs_tests", "--child", port.c_str(), t.c_str(), nullptr);
+    _exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  child_guard guard{pid};
+  pollfd p{l, POLLIN, 0};
+  ASSERT_EQ(exs_poll(&p, 1, 10000), 1) << "no connection request";
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  ASSERT_EQ(exs_accept(l, 0, q, nullptr), 0);
+  exs_event_t ev = next_event(q);
+  ASSERT_EQ(ev.exs_evt_type, EXS_EVT_ACCEPT);
+  int fd = EXS_EVT_NEW_SOCKET(ev);
+  static char in[256 << 10];
+  exs_mhandle_t mi = exs_mregister(in, sizeof in, EXS_ACCESS_WRITE);
+  ASSERT_EQ(exs_recv(fd, in, sizeof in, 0, mi, q, nullptr), 0);
+  usleep(100000);  // the credit is on its way (the child is stopped)
+  ASSERT_EQ(kill(pid, SIGCONT), 0);
+  ev = next_event(q, 10000);
+  EXPECT_EQ(ev.exs_evt_type, EXS_EVT_RECV) << "the child's message never had its credit";
+  EXPECT_EQ(ev.exs_evt_bytes, sizeof in);
+  exs_close(fd);
+  exs_close(l);
+  exs_mderegister(&mi);
+  EXPECT_EQ(exs_qdelete(q), 0);
 }
 
 TEST(exs_peer_death, every_outstanding_operation_fails_and_nothing_hangs) {
@@ -183,13 +243,17 @@ TEST(exs_peer_death, every_outstanding_operation_fails_and_nothing_hangs) {
     SCOPED_TRACE(type == SOCK_STREAM ? "stream" : "seqpacket");
     int l = listener(type);
     exs_qhandle_t q = exs_qcreate(64);
+    // The child's arguments are made before fork: between fork and exec the
+    // child may take no lock (libexs's progress thread may hold the
+    // library's at the fork, and the child would wait for it forever).
+    std::string port = std::to_string(port_of(l)), t = std::to_string(type);
     pid_t pid = fork();
     if (pid == 0) {
-      std::string port = std::to_string(port_of(l)), t = std::to_string(type);
       execl("/proc/self/exe", "exs_tests", "--child", port.c_str(), t.c_str(), nullptr);
       _exit(127);
     }
     ASSERT_GT(pid, 0);
+    child_guard guard{pid};  // a failed assertion below still ends the child
     ASSERT_EQ(exs_accept(l, 0, q, nullptr), 0);
     exs_event_t ev = next_event(q, 10000);
     ASSERT_EQ(ev.exs_evt_type, EXS_EVT_ACCEPT);
@@ -223,6 +287,7 @@ TEST(exs_peer_death, every_outstanding_operation_fails_and_nothing_hangs) {
     ASSERT_EQ(kill(pid, SIGKILL), 0);
     int status;
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    guard.pid = -1;
     int recvs = 0, sends = 0;
     for (int i = 0; i < outstanding; ++i) {
       ev = next_event(q, 5000);
