@@ -193,11 +193,22 @@ int cntr::open(domain& dom, fi_cntr_attr* attr, fid_cntr** out, void* context) n
 }
 
 cntr::cntr(domain& dom, fi_wait_obj wait_obj, void* context)
-    : fid_object(FI_CLASS_CNTR, context), domain_(&dom), wait_obj_(wait_obj) {}
+    : fid_object(FI_CLASS_CNTR, context), domain_(&dom), wait_obj_(wait_obj) {
+  progress_.fire_triggers(&dom.triggers());
+}
 
 cntr::~cntr() = default;
 
-int cntr::close() { return close_if_unused(domain_->provider(), FI_LOG_CNTR, "counter"); }
+int cntr::close() {
+  if (busy()) return close_if_unused(domain_->provider(), FI_LOG_CNTR, "counter");
+  // Work waiting on this counter, or counting into it, cannot run any more.
+  domain_->triggers().flush_cntr(this);
+  return close_if_unused(domain_->provider(), FI_LOG_CNTR, "counter");
+}
+
+void cntr::trigger_reached() noexcept {
+  if (value() >= trigger_at_.load(std::memory_order_seq_cst)) domain_->triggers().mark_ready();
+}
 
 errc cntr::add_wait_fd(int fd) noexcept {
   return wait_.is_open() ? wait_.add(fd, EPOLLIN) : errc::ok;
@@ -240,22 +251,28 @@ bool cntr::take_change() noexcept {
 
 // The application's own updates wake waiters too: fi_cntr_set can satisfy a
 // threshold, and any change of the error value ends fi_cntr_wait.
+// The application calls these holding no provider lock: work they make due
+// is issued here.
 int cntr::app_add(uint64_t value) noexcept {
   add(value);
+  domain_->triggers().fire_if_ready();
   return 0;
 }
 int cntr::app_adderr(uint64_t value) noexcept {
   add_err(value);
+  domain_->triggers().fire_if_ready();
   return 0;
 }
 int cntr::app_set(uint64_t value) noexcept {
-  count_.store(value, std::memory_order_seq_cst);
-  wake();
+  set(value);
+  domain_->triggers().fire_if_ready();
   return 0;
 }
 int cntr::app_seterr(uint64_t value) noexcept {
   errors_.store(value, std::memory_order_seq_cst);
+  check_trigger();
   wake();
+  domain_->triggers().fire_if_ready();
   return 0;
 }
 

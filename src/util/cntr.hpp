@@ -47,13 +47,31 @@ class cntr : public fid_object<cntr, fid_cntr> {
   // `n` successful completions at once.
   void add(uint64_t n) noexcept {
     count_.fetch_add(n, std::memory_order_seq_cst);
+    check_trigger();
     wake();
   }
   // One operation that completed in error (fi_cntr_readerr counts these).
   void inc_err() noexcept { add_err(1); }
   void add_err(uint64_t n) noexcept {
     errors_.fetch_add(n, std::memory_order_seq_cst);
+    check_trigger();
     wake();
+  }
+  // Sets the value (fi_cntr_set, and FI_OP_CNTR_SET from the trigger engine).
+  void set(uint64_t v) noexcept {
+    count_.store(v, std::memory_order_seq_cst);
+    check_trigger();
+    wake();
+  }
+
+  // ---- triggered work (util/trigger.hpp) ----
+  static constexpr uint64_t no_trigger = UINT64_MAX;
+  // The lowest threshold queued on this counter (no_trigger: none), set by
+  // the domain's trigger engine.
+  void set_trigger_at(uint64_t t) noexcept { trigger_at_.store(t, std::memory_order_seq_cst); }
+  // What thresholds are compared with: successes plus errors (fi_trigger(3)).
+  uint64_t value() const noexcept {
+    return count_.load(std::memory_order_seq_cst) + errors_.load(std::memory_order_seq_cst);
   }
 
   // Endpoints bound to this counter register their progress here (manual
@@ -119,6 +137,14 @@ class cntr : public fid_object<cntr, fid_cntr> {
   }
   void wake_slow() noexcept;
   void sleep(int timeout_ms) noexcept;
+  // While nothing is queued on the counter this is one load and a branch;
+  // otherwise a reached threshold marks the engine ready. Issuing happens
+  // elsewhere: providers count under their endpoint locks.
+  void check_trigger() noexcept {
+    if (trigger_at_.load(std::memory_order_seq_cst) != no_trigger) [[unlikely]]
+      trigger_reached();
+  }
+  void trigger_reached() noexcept;
 
   std::atomic<uint64_t> count_{0};
   std::atomic<uint64_t> errors_{0};
@@ -126,6 +152,7 @@ class cntr : public fid_object<cntr, fid_cntr> {
   // for good once the wait object is handed out or a wait set holds the
   // counter.
   std::atomic<int> waiters_{0};
+  std::atomic<uint64_t> trigger_at_{no_trigger};
   // The values has_event last reported, for wait sets, poll sets, trywait.
   std::atomic<uint64_t> seen_count_{0};
   std::atomic<uint64_t> seen_errors_{0};

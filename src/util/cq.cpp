@@ -248,6 +248,7 @@ cq::cq(domain& dom, const fi_cq_attr& attr, void* context)
   size_t cap = std::bit_ceil(size);
   ring_ = std::make_unique<cq_entry[]>(cap);
   mask_ = cap - 1;
+  progress_.fire_triggers(&dom.triggers());
 }
 
 cq::~cq() = default;

@@ -150,9 +150,16 @@ domain::domain(fabric& fab, const domain_hooks* hooks, const fi_info& info, void
       mrs_(threading_, progress_) {
   ops = const_cast<fi_ops_domain*>(&domain_ops);
   mr = const_cast<fi_ops_mr*>(&mr_ops);
+  // Counters advanced by the progress thread make work due that nothing else
+  // would issue: the thread issues it after each pass, holding no lock.
+  if (progress_ == FI_PROGRESS_AUTO)
+    auto_progress().add_after(
+        [](void* t) noexcept { static_cast<trigger_engine*>(t)->fire_if_ready(); }, &triggers_);
 }
 
-domain::~domain() = default;
+domain::~domain() {
+  if (progress_ == FI_PROGRESS_AUTO) auto_progress().remove_after(&triggers_);
+}
 
 int domain::close() { return close_if_unused(provider(), FI_LOG_DOMAIN, "domain"); }
 
@@ -174,6 +181,9 @@ int domain::control(int command, void* arg) {
   switch (command) {
     case FI_MAP_RAW_MR: return mr::map_raw(*this, static_cast<struct fi_mr_map_raw*>(arg));
     case FI_UNMAP_KEY: return mr::unmap_key(*this, static_cast<const uint64_t*>(arg));
+    case FI_QUEUE_WORK: return triggers_.queue_work(static_cast<fi_deferred_work*>(arg));
+    case FI_CANCEL_WORK: return triggers_.cancel_work(static_cast<fi_deferred_work*>(arg));
+    case FI_FLUSH_WORK: return triggers_.flush_work(static_cast<fi_deferred_work*>(arg));
     default: return to_fi(errc::nosys);
   }
 }

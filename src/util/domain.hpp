@@ -9,6 +9,7 @@
 #include "util/mr.hpp"
 #include "util/object.hpp"
 #include "util/progress_thread.hpp"
+#include "util/trigger.hpp"
 
 #include <rdma/fi_domain.h>
 
@@ -83,6 +84,8 @@ class domain : public fid_object<domain, fid_domain> {
   const std::string& name() const noexcept { return name_; }
 
   mr_map& mrs() noexcept { return mrs_; }
+  // Triggered operations and deferred work of the domain's objects.
+  trigger_engine& triggers() noexcept { return triggers_; }
 
   // The domain's event queue, when one is bound (FI_REG_MR events, AV events).
   class eq* eq() const noexcept { return eq_.get(); }
@@ -101,6 +104,8 @@ class domain : public fid_object<domain, fid_domain> {
   mr_map mrs_;
   ref<class eq> eq_;
   bool mr_events_ = false;
+  // Before the thread: it issues triggered work until it stops.
+  trigger_engine triggers_{*this};
   // Last: its thread stops before anything it could reach is destroyed.
   progress_thread auto_;
 };

@@ -126,6 +126,7 @@ int ops_flags_control(const fi_provider* prov, int command, void* arg, uint64_t&
 }
 
 void ep_bindings::unbind(void* hook_obj, int wait_fd) noexcept {
+  if (trigger_engine* t = triggers.load(std::memory_order_acquire)) t->flush_owner(this);
   for (cq* c : {tx_cq.get(), rx_cq.get()}) {
     if (!c) continue;
     c->progress().remove(hook_obj);

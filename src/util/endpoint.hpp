@@ -24,12 +24,16 @@ struct ep_bindings {
   ref<cntr> send_cntr, recv_cntr, read_cntr, write_cntr, rem_read_cntr, rem_write_cntr;
   ref<av> av_;
   ref<eq> eq_;
+  // The engine that holds triggered work of this endpoint (set when the
+  // first is queued): unbind, at close, cancels what is left.
+  std::atomic<trigger_engine*> triggers{nullptr};
 
   // Binds `bfid` per fi_ep_bind(3). `hook` is the endpoint's progress
   // function, registered with every CQ/counter/EQ it binds; `wait_fd` (or -1)
   // joins their wait objects so a blocked reader wakes when data arrives.
   int bind(domain& dom, struct fid* bfid, uint64_t flags, progress_hook hook, int wait_fd) noexcept;
-  // Undoes every registration `bind` made (at close).
+  // Undoes every registration `bind` made (at close), after cancelling the
+  // endpoint's triggered work still queued (FI_ECANCELED on its CQs).
   void unbind(void* hook_obj, int wait_fd) noexcept;
 
   // A served RMA or atomic touched our memory: the remote counters by

@@ -18,9 +18,11 @@
 //   uint64_t Ep::tx_op_flags() const noexcept;  // fi_send's default flags
 //   uint64_t Ep::rx_op_flags() const noexcept;
 //   static const fi_provider* Ep::prov() noexcept;  // names it in log lines
+//   util::trigger_site Ep::trigger_site() noexcept;  // for FI_TRIGGER
 //
 // The argument checks every form shares (a null fi_msg, FI_FENCE refused)
-// are made here, so providers cannot drift apart in them.
+// are made here, so providers cannot drift apart in them. A *msg call with
+// FI_TRIGGER goes to the domain's trigger engine (util/trigger.hpp).
 #pragma once
 
 #include <rdma/fi_endpoint.h>
@@ -29,6 +31,7 @@
 #include "core/errc.hpp"
 #include "util/fence.hpp"
 #include "util/rma_ops.hpp"
+#include "util/trigger.hpp"
 
 namespace weft::util {
 
@@ -45,6 +48,9 @@ struct msg_ops {
   }
   static constexpr uint64_t inject_flags = FI_INJECT | op_no_completion;
   static iovec one(const void* buf, size_t len) noexcept { return {const_cast<void*>(buf), len}; }
+  static ssize_t trig(fid_ep* e, const trigger_call& c) noexcept {
+    return trigger_intercept(ep(e)->trigger_site(), e, c);
+  }
 
   // ---- fi_ops_msg ----
   static ssize_t recv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src,
@@ -58,6 +64,8 @@ struct msg_ops {
   }
   static ssize_t recvmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
+    if (flags & FI_TRIGGER) [[unlikely]]
+      return trig(e, {.type = FI_OP_RECV, .msg = m, .flags = flags});
     return ep(e)->template post_msg<Lock>(m->msg_iov, m->desc, m->iov_count, m->addr, m->context,
                                           flags);
   }
@@ -71,7 +79,11 @@ struct msg_ops {
     return tx(e, iov, count, dest, ctx, txf(e), 0, 0);
   }
   static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
-    if (!m || fence_refused(Ep::prov(), "fi_sendmsg", flags)) return to_fi(errc::inval);
+    if (!m) return to_fi(errc::inval);
+    if (flags & (FI_FENCE | FI_TRIGGER)) [[unlikely]] {
+      if (fence_refused(Ep::prov(), "fi_sendmsg", flags)) return to_fi(errc::inval);
+      return trig(e, {.type = FI_OP_SEND, .msg = m, .flags = flags});
+    }
     return tx(e, m->msg_iov, m->iov_count, m->addr, m->context,
               flags & ~uint64_t{FI_TAGGED | op_no_completion}, 0, m->data);
   }
@@ -104,6 +116,8 @@ struct msg_ops {
   }
   static ssize_t trecvmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
+    if (flags & FI_TRIGGER) [[unlikely]]
+      return trig(e, {.type = FI_OP_TRECV, .tagged = m, .flags = flags});
     return ep(e)->template post_tag<Lock>(m->msg_iov, m->desc, m->iov_count, m->addr, m->tag,
                                           m->ignore, m->context, flags);
   }
@@ -117,7 +131,11 @@ struct msg_ops {
     return tx(e, iov, count, dest, ctx, txf(e) | FI_TAGGED, tag, 0);
   }
   static ssize_t tsendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
-    if (!m || fence_refused(Ep::prov(), "fi_tsendmsg", flags)) return to_fi(errc::inval);
+    if (!m) return to_fi(errc::inval);
+    if (flags & (FI_FENCE | FI_TRIGGER)) [[unlikely]] {
+      if (fence_refused(Ep::prov(), "fi_tsendmsg", flags)) return to_fi(errc::inval);
+      return trig(e, {.type = FI_OP_TSEND, .tagged = m, .flags = flags});
+    }
     return tx(e, m->msg_iov, m->iov_count, m->addr, m->context,
               (flags & ~op_no_completion) | FI_TAGGED, m->tag, m->data);
   }

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 // weft — manual progress: the endpoints bound to a CQ, counter or EQ register
-// a hook, and reading or waiting on that object drives them.
+// a hook, and reading or waiting on that object drives them. After the hooks
+// (no provider lock held any more) the domain's triggered work that became
+// due is issued (util/trigger.hpp).
 #pragma once
 
 #include "util/fast_mutex.hpp"
 #include "util/lock.hpp"
+#include "util/trigger.hpp"
 
 #include <algorithm>
 #include <mutex>
@@ -39,7 +42,11 @@ class progress_list {
       std::lock_guard g{m_};
       for (const auto& h : hooks_) h.fn(h.obj);
     }
+    if (triggers_) triggers_->fire_if_ready();
   }
+  // The engine whose ready work run() issues (CQs and counters: their
+  // domain's; EQs have none).
+  void fire_triggers(trigger_engine* t) noexcept { triggers_ = t; }
   // For control paths that do not know the policy (fi_wait on a wait set).
   void run_locked() noexcept { run<mutex_lock>(); }
   bool empty() const noexcept { return hooks_.empty(); }
@@ -49,6 +56,7 @@ class progress_list {
   // hop): the inline futex lock, not std::mutex's two library calls.
   fast_mutex m_;
   std::vector<progress_hook> hooks_;
+  trigger_engine* triggers_ = nullptr;
 };
 
 }  // namespace weft::util

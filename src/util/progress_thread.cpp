@@ -92,8 +92,15 @@ void progress_thread::run() noexcept {
   int timeout = -1;
   for (;;) {
     int n = ::epoll_wait(epoll_.get(), evs, 16, timeout);
+    if (!pass(evs, n, timeout)) return;
+    run_after();
+  }
+}
+
+bool progress_thread::pass(const epoll_event* evs, int n, int& timeout) noexcept {
+  {
     std::lock_guard g{mutex_};
-    if (stop_) return;
+    if (stop_) return false;
     for (int i = 0; i < n; ++i) {
       uint64_t id = evs[i].data.u64;
       if (id == 0) {
@@ -124,6 +131,22 @@ void progress_thread::run() noexcept {
     }
     timeout = next ? static_cast<int>((next - now + 999'999) / 1'000'000) : -1;
   }
+  return true;
+}
+
+void progress_thread::add_after(after_fn fn, void* obj) {
+  std::lock_guard g{after_mutex_};
+  after_.push_back({fn, obj});
+}
+
+void progress_thread::remove_after(void* obj) noexcept {
+  std::lock_guard g{after_mutex_};
+  std::erase_if(after_, [obj](const after_hook& h) { return h.obj == obj; });
+}
+
+void progress_thread::run_after() noexcept {
+  std::lock_guard g{after_mutex_};
+  for (const after_hook& h : after_) h.fn(h.obj);
 }
 
 }  // namespace weft::util

@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+struct epoll_event;
+
 namespace weft::util {
 
 class progress_thread {
@@ -44,6 +46,12 @@ class progress_thread {
   // Starts the thread on first use. errc of the failure (logged by caller).
   errc add(int fd, work_fn fn, void* obj) noexcept;
   void remove(void* obj) noexcept;
+  // Work run after every pass, holding none of the thread's locks (a
+  // domain's triggered work, util/trigger.hpp). remove_after is synchronous
+  // like remove.
+  using after_fn = void (*)(void* obj) noexcept;
+  void add_after(after_fn fn, void* obj);
+  void remove_after(void* obj) noexcept;
 
  private:
   struct source {
@@ -55,6 +63,9 @@ class progress_thread {
   };
   errc start() noexcept;
   void run() noexcept;
+  // One round of the sources epoll_wait reported; false once stopping.
+  bool pass(const epoll_event* evs, int n, int& timeout) noexcept;
+  void run_after() noexcept;
   void arm(source& s) noexcept;
 
   std::mutex mutex_;  // sources_, and held while a source's work runs
@@ -64,6 +75,12 @@ class progress_thread {
   std::thread thread_;
   bool stop_ = false;
   uint64_t next_id_ = 1;
+  struct after_hook {
+    after_fn fn;
+    void* obj;
+  };
+  std::mutex after_mutex_;  // after_, and held while they run
+  std::vector<after_hook> after_;
 };
 
 }  // namespace weft::util

@@ -10,6 +10,10 @@
 //   template <class Lock> ssize_t Ep::post_atomic(const util::atomic_request&) noexcept;
 //   uint64_t Ep::tx_op_flags() const noexcept;
 //   size_t Ep::atomic_max_bytes() const noexcept;   // per operation, for *valid
+//   util::trigger_site Ep::trigger_site() noexcept;  // for FI_TRIGGER
+//
+// A *msg call with FI_TRIGGER goes to the domain's trigger engine
+// (util/trigger.hpp) from the branch that refuses unknown flags.
 //
 // check_rma / check_atomic apply fi_rma(3)'s and fi_atomic(3)'s rules (and
 // refuse FI_FENCE, util/fence.hpp) to a
@@ -22,6 +26,7 @@
 
 #include "core/errc.hpp"
 #include "util/atomic.hpp"
+#include "util/trigger.hpp"
 
 namespace weft::util {
 
@@ -117,9 +122,19 @@ struct rma_ops {
     return ep(e)->template post_rma<Lock>(
         {write, iov, desc, count, addr, &rma, 1, ctx, ep(e)->tx_op_flags(), 0});
   }
+  // Flags outside rma_msg_flags: FI_TRIGGER alone goes to the engine.
+  static bool triggered(uint64_t flags) noexcept {
+    return (flags & ~rma_msg_flags) == uint64_t{FI_TRIGGER};
+  }
+  static ssize_t trig(fid_ep* e, const trigger_call& c) noexcept {
+    return trigger_intercept(ep(e)->trigger_site(), e, c);
+  }
   static ssize_t rmamsg(fid_ep* e, bool write, const fi_msg_rma* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
-    if (flags & ~rma_msg_flags) return to_fi(errc::badflags);
+    if (flags & ~rma_msg_flags) [[unlikely]] {
+      if (!triggered(flags)) return to_fi(errc::badflags);
+      return trig(e, {.type = write ? FI_OP_WRITE : FI_OP_READ, .rma = m, .flags = flags});
+    }
     return ep(e)->template post_rma<Lock>({write, m->msg_iov, m->desc, m->iov_count, m->addr,
                                       m->rma_iov, m->rma_iov_count, m->context, flags, m->data});
   }
@@ -168,7 +183,15 @@ struct rma_ops {
                       void** cmp_desc, size_t cmp_count, fi_ioc* res, void** res_desc,
                       size_t res_count, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
-    if (flags & ~rma_msg_flags) return to_fi(errc::badflags);
+    if (flags & ~rma_msg_flags) [[unlikely]] {
+      if (!triggered(flags)) return to_fi(errc::badflags);
+      fi_op_type t = kind == atomic_kind::base    ? FI_OP_ATOMIC
+                     : kind == atomic_kind::fetch ? FI_OP_FETCH_ATOMIC
+                                                  : FI_OP_COMPARE_ATOMIC;
+      return trig(e, {.type = t, .atomic = m, .cmp = cmp, .cmp_desc = cmp_desc,
+                      .cmp_count = cmp_count, .res = res, .res_desc = res_desc,
+                      .res_count = res_count, .flags = flags});
+    }
     return ep(e)->template post_atomic<Lock>({kind, raw_enum(m->op), raw_enum(m->datatype), m->msg_iov,
                                          m->desc, m->iov_count, cmp, cmp_desc, cmp_count, res,
                                          res_desc, res_count, m->addr, m->rma_iov,

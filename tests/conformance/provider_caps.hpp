@@ -42,7 +42,7 @@ inline constexpr const char* fence_why =
 inline const caps_table udp_dgram_caps = {
     "udp",
     FI_EP_DGRAM,
-    FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_MULTI_RECV | FI_AV_USER_ID,
+    FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_MULTI_RECV | FI_AV_USER_ID | FI_TRIGGER,
     0,
     {
         {FI_TAGGED, "udp sends bare datagrams: no header carries a tag"},
@@ -59,7 +59,7 @@ inline const caps_table udp_rdm_caps = {
     "udp",
     FI_EP_RDM,
     FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV |
-        FI_AV_USER_ID | rma_atomic_caps,
+        FI_AV_USER_ID | FI_TRIGGER | rma_atomic_caps,
     8,
     {
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
@@ -72,7 +72,7 @@ inline const caps_table tcp_rdm_caps = {
     "tcp",
     FI_EP_RDM,
     FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV |
-        FI_FENCE | rma_atomic_caps,
+        FI_FENCE | FI_TRIGGER | rma_atomic_caps,
     8,
     {
         {FI_AV_USER_ID, "FI_AV_USER_ID is not implemented on tcp"},
@@ -84,7 +84,8 @@ inline const caps_table tcp_rdm_caps = {
 inline const caps_table tcp_msg_caps = {
     "tcp",
     FI_EP_MSG,
-    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_FENCE | rma_atomic_caps,
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_FENCE | FI_TRIGGER |
+        rma_atomic_caps,
     8,
     {
         {FI_DIRECTED_RECV | FI_SOURCE | FI_AV_USER_ID | FI_SHARED_AV,
@@ -97,7 +98,7 @@ inline const caps_table shm_rdm_caps = {
     "shm",
     FI_EP_RDM,
     FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV |
-        FI_AV_USER_ID | FI_SHARED_AV | FI_FENCE | rma_atomic_caps,
+        FI_AV_USER_ID | FI_SHARED_AV | FI_FENCE | FI_TRIGGER | rma_atomic_caps,
     8,
     {},
     true,

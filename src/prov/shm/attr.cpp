@@ -11,10 +11,11 @@ namespace weft::shm {
 namespace {
 
 constexpr uint64_t tx_caps =
-    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE;
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE |
+    FI_TRIGGER;  // triggered work: util/trigger.hpp
 constexpr uint64_t rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV |
                              FI_SOURCE | FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                             FI_RMA_EVENT | FI_AV_USER_ID;
+                             FI_RMA_EVENT | FI_AV_USER_ID | FI_TRIGGER;
 
 fi_tx_attr tx = {
     .caps = tx_caps,

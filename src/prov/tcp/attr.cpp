@@ -14,9 +14,11 @@ namespace weft::tcp {
 namespace {
 
 constexpr uint64_t tx_caps =
-    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE;
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE |
+    FI_TRIGGER;  // triggered work: util/trigger.hpp
 constexpr uint64_t msg_rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_RMA |
-                                 FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
+                                 FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT |
+                                 FI_TRIGGER;
 constexpr uint64_t rdm_rx_caps = msg_rx_caps | FI_DIRECTED_RECV | FI_SOURCE;
 
 fi_tx_attr tx = {

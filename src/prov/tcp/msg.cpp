@@ -4,6 +4,7 @@
 // socket takes them), and the completions of sends and receives, held back
 // in order while the CQ is full. The receiving side is recv.cpp.
 #include "util/fence.hpp"
+#include "util/trigger.hpp"
 #include "util/iov.hpp"
 #include "core/log.hpp"
 #include "prov/tcp/tcp.hpp"
@@ -47,6 +48,9 @@ struct data_ops {
   }
   static ssize_t recvmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
+    if (flags & FI_TRIGGER) [[unlikely]]
+      return util::trigger_intercept(ep(e)->trigger_site(), e,
+                                     {.type = FI_OP_RECV, .msg = m, .flags = flags});
     return ep(e)->post_msg<Lock>(m->msg_iov, m->desc, m->iov_count, m->addr, m->context, flags);
   }
   static ssize_t send(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest,
@@ -60,7 +64,10 @@ struct data_ops {
   }
   static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
-    if (flags & FI_FENCE) [[unlikely]] {
+    if (flags & (FI_FENCE | FI_TRIGGER)) [[unlikely]] {
+      if (flags & FI_TRIGGER)
+        return util::trigger_intercept(ep(e)->trigger_site(), e,
+                                       {.type = FI_OP_SEND, .msg = m, .flags = flags});
       if (ssize_t r = ep(e)->fence<Lock>("fi_sendmsg")) return r;
       flags &= ~FI_FENCE;
     }
@@ -94,6 +101,9 @@ struct data_ops {
   }
   static ssize_t trecvmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
+    if (flags & FI_TRIGGER) [[unlikely]]
+      return util::trigger_intercept(ep(e)->trigger_site(), e,
+                                     {.type = FI_OP_TRECV, .tagged = m, .flags = flags});
     return ep(e)->post_tag<Lock>(m->msg_iov, m->desc, m->iov_count, m->addr, m->tag, m->ignore,
                                  m->context, flags);
   }
@@ -108,7 +118,10 @@ struct data_ops {
   }
   static ssize_t tsendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
-    if (flags & FI_FENCE) [[unlikely]] {
+    if (flags & (FI_FENCE | FI_TRIGGER)) [[unlikely]] {
+      if (flags & FI_TRIGGER)
+        return util::trigger_intercept(ep(e)->trigger_site(), e,
+                                       {.type = FI_OP_TSEND, .tagged = m, .flags = flags});
       if (ssize_t r = ep(e)->fence<Lock>("fi_tsendmsg")) return r;
       flags &= ~FI_FENCE;
     }

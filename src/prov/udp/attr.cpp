@@ -12,8 +12,10 @@ namespace weft::udp {
 
 namespace {
 
-constexpr uint64_t tx_caps = FI_MSG | FI_SEND;
-constexpr uint64_t rx_caps = FI_MSG | FI_RECV | FI_SOURCE | FI_MULTI_RECV | FI_AV_USER_ID;
+// FI_TRIGGER: triggered work, util/trigger.hpp.
+constexpr uint64_t tx_caps = FI_MSG | FI_SEND | FI_TRIGGER;
+constexpr uint64_t rx_caps =
+    FI_MSG | FI_RECV | FI_SOURCE | FI_MULTI_RECV | FI_AV_USER_ID | FI_TRIGGER;
 
 fi_tx_attr tx = {
     .caps = tx_caps,
@@ -110,10 +112,10 @@ fi_info tmpl = [] {
 // FI_EP_RDM: reliable datagrams (rdm.hpp). Messages and tagged messages,
 // RMA and atomics (executed at the target, rdm_rma.cpp).
 constexpr uint64_t rdm_tx_caps =
-    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE;
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_TRIGGER;
 constexpr uint64_t rdm_rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_MULTI_RECV |
                                  FI_DIRECTED_RECV | FI_AV_USER_ID | FI_RMA | FI_ATOMIC |
-                                 FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
+                                 FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT | FI_TRIGGER;
 constexpr uint64_t any_tag_bits = 0xaaaaaaaaaaaaaaaaULL;
 
 fi_tx_attr rdm_tx = {

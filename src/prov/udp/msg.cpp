@@ -6,6 +6,7 @@
 #include "prov/udp/udp.hpp"
 #include "util/av.hpp"
 #include "util/fence.hpp"
+#include "util/trigger.hpp"
 #include "util/net.hpp"
 
 #include <cerrno>
@@ -67,6 +68,9 @@ struct msg_ops {
   }
   static ssize_t recvmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
+    if (flags & FI_TRIGGER) [[unlikely]]
+      return util::trigger_intercept(ep(e)->trigger_site(), e,
+                                     {.type = FI_OP_RECV, .msg = m, .flags = flags});
     return ep(e)->post_recv<Lock>(m->msg_iov, m->iov_count, m->context, flags);
   }
   static ssize_t send(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest,
@@ -79,7 +83,12 @@ struct msg_ops {
     return ep(e)->send<Lock>(iov, count, dest, ctx, ep(e)->tx_op_flags());
   }
   static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
-    if (!m || util::fence_refused(&provider(), "fi_sendmsg", flags)) return to_fi(errc::inval);
+    if (!m) return to_fi(errc::inval);
+    if (flags & (FI_FENCE | FI_TRIGGER)) [[unlikely]] {
+      if (util::fence_refused(&provider(), "fi_sendmsg", flags)) return to_fi(errc::inval);
+      return util::trigger_intercept(ep(e)->trigger_site(), e,
+                                     {.type = FI_OP_SEND, .msg = m, .flags = flags});
+    }
     if (flags & FI_REMOTE_CQ_DATA) return to_fi(errc::nosys);  // cq_data_size is 0
     return ep(e)->send<Lock>(m->msg_iov, m->iov_count, m->addr, m->context, flags);
   }

@@ -219,6 +219,8 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
 
   static const fi_provider* prov() noexcept;
   uint64_t tx_op_flags() const noexcept { return tx_op_flags_; }
+  // FI_TRIGGER calls go to the domain's trigger engine (util/trigger.hpp).
+  util::trigger_site trigger_site() noexcept { return {*domain_, bound_, caps_}; }
   uint64_t rx_op_flags() const noexcept { return rx_op_flags_; }
 
  private:

@@ -108,6 +108,8 @@ class endpoint : public util::endpoint_object<endpoint> {
   static const fi_ops_msg* msg_table() noexcept;
 
   uint64_t tx_op_flags() const noexcept { return tx_op_flags_; }
+  // FI_TRIGGER calls go to the domain's trigger engine (util/trigger.hpp).
+  util::trigger_site trigger_site() noexcept { return {*domain_, bound_, caps_}; }
   uint64_t rx_op_flags() const noexcept { return rx_op_flags_; }
 
  private:
