@@ -208,6 +208,7 @@ class conn {
   bool corked = false;
   uint16_t cork_frames = 0;
   uint32_t cork_bytes = 0;
+  bool cork_more = false;      // a gathered send carried FI_MORE: the next without it flushes
   uint32_t sent_epoch = 0;     // the endpoint's progress epoch of its last send written at once
   bool event_pending = false;  // MSG passive: FI_CONNECTED once cm_resp is out
   uint64_t deadline_ns = 0;    // connecting / handshake / waiting: give up then

@@ -260,6 +260,10 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
   t->left = hl + len;
   const bool idle = c->state == conn_state::connected && c->tx_idle();
   const auto frame_len = static_cast<uint32_t>(hl + len);
+  // FI_MORE (fi_msg(3)): the application says more sends follow at once;
+  // this one waits for them, and the first send without the flag takes the
+  // whole batch out (as does a cap, or the next progress call).
+  const bool more = flags & FI_MORE;
   c->push(t);
   bool now = false;
   if (idle) {
@@ -267,24 +271,28 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
     // one and those that follow wait for the next progress call (or the
     // caps) and leave together. Otherwise it leaves in this call, straight
     // from the application's buffers.
-    if (cork_ok_ && c->sent_epoch == epoch_ && len <= cork_max_len && cork(*c)) {
+    if ((more || (cork_ok_ && c->sent_epoch == epoch_ && len <= cork_max_len)) && cork(*c)) {
       c->cork_frames = 1;
       c->cork_bytes = frame_len;
+      c->cork_more = more;
     } else {
       c->sent_epoch = epoch_;
       now = true;
     }
   } else if (c->cork_frames) {
     // Behind gathered frames: a large one takes them all out now, and so
-    // does reaching a cap (bounded batches, bounded iovec gathering).
+    // does reaching a cap (bounded batches, bounded iovec gathering), and
+    // the first send without FI_MORE after one with it.
     ++c->cork_frames;
     c->cork_bytes += frame_len;
     now = len > cork_max_len || c->cork_frames >= cork_max_frames ||
-          c->cork_bytes >= cork_max_bytes;
+          c->cork_bytes >= cork_max_bytes || (c->cork_more && !more);
+    c->cork_more |= more;
   }
   if (now) {
     c->cork_frames = 0;
     c->cork_bytes = 0;
+    c->cork_more = false;
     flush<Lock>(*c);
     if (c->state == conn_state::closed || c->tx_empty()) return 0;
   }
@@ -376,6 +384,7 @@ void endpoint::uncork_all() noexcept {
     if (!c->cork_frames) continue;
     c->cork_frames = 0;
     c->cork_bytes = 0;
+    c->cork_more = false;
     if (c->state == conn_state::connected && c->fd() >= 0) flush<Lock>(*c);
   }
   corked_.clear();

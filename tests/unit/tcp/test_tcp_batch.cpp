@@ -2,7 +2,8 @@
 // weft — unit tests of tcp batching, both ways. Out: sends posted one after
 // another without a progress call in between are gathered (the first leaves
 // at once, the rest with the next progress call, or at once when a large
-// send or the caps take them out), each keeps its bytes (fi_inject), and
+// send or the caps take them out; FI_MORE holds even the first, until a
+// send without it), each keeps its bytes (fi_inject), and
 // fi_close, fi_cancel and fi_shutdown see them as written. In: many small
 // frames and a large one arriving in one segment are each placed where they
 // belong, in a posted buffer or an unexpected one.
@@ -120,6 +121,31 @@ TEST_F(batch, a_burst_of_small_sends_leaves_together_on_the_next_progress_call) 
   std::vector<void*> done = send_completions(n);
   ASSERT_EQ(done.size(), static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) EXPECT_EQ(done[i], &ctx[i]) << "in order";
+}
+
+TEST_F(batch, fi_more_holds_sends_until_one_without_it) {
+  // fi_msg(3)'s FI_MORE: more sends follow. Even the first send after a
+  // progress call (which would leave at once) waits, and the first send
+  // without the flag takes the batch out: no progress call needed.
+  std::vector<std::string> msgs;
+  for (int i = 0; i < 4; ++i) msgs.push_back(text(i));
+  std::vector<fi_context> ctx(msgs.size());
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    iovec iov{msgs[i].data(), msgs[i].size()};
+    fi_msg_tagged m{&iov, nullptr, 1, to, i, 0, &ctx[i], 0};
+    uint64_t flags = i + 1 < msgs.size() ? FI_MORE : 0;
+    ASSERT_EQ(fi_tsendmsg(ep, &m, flags | FI_COMPLETION), 0);
+    if (i + 1 < msgs.size()) {
+      EXPECT_EQ(read(1, false, 50).size(), 0u) << "send " << i << " with FI_MORE was written";
+    }
+  }
+  std::vector<seen_frame> got = read(msgs.size(), false, 2000);
+  ASSERT_EQ(got.size(), msgs.size());
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    EXPECT_EQ(got[i].f.tag, i);
+    EXPECT_EQ(got[i].payload, msgs[i]);
+  }
+  EXPECT_EQ(send_completions(msgs.size()).size(), msgs.size());
 }
 
 TEST_F(batch, a_large_send_takes_the_gathered_ones_out_at_once) {
