@@ -261,8 +261,9 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
   const bool idle = c->state == conn_state::connected && c->tx_idle();
   const auto frame_len = static_cast<uint32_t>(hl + len);
   // FI_MORE (fi_msg(3)): the application says more sends follow at once;
-  // this one waits for them, and the first send without the flag takes the
-  // whole batch out (as does a cap, or the next progress call).
+  // under manual progress this one waits for them, and the first send
+  // without the flag takes the whole batch out (as does a cap, or the next
+  // progress call).
   const bool more = flags & FI_MORE;
   c->push(t);
   bool now = false;
@@ -271,7 +272,9 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
     // one and those that follow wait for the next progress call (or the
     // caps) and leave together. Otherwise it leaves in this call, straight
     // from the application's buffers.
-    if ((more || (cork_ok_ && c->sent_epoch == epoch_ && len <= cork_max_len)) && cork(*c)) {
+    // Only under manual progress: under automatic progress no progress call
+    // of the application's would come back for a held send.
+    if (cork_ok_ && (more || (c->sent_epoch == epoch_ && len <= cork_max_len)) && cork(*c)) {
       c->cork_frames = 1;
       c->cork_bytes = frame_len;
       c->cork_more = more;
