@@ -65,6 +65,8 @@ class cq : public fid_object<cq, fid_cq> {
   // Appends a completion; false (and nothing written) when the ring is full.
   template <class Lock>
   bool write(const cq_entry& e) noexcept {
+    if (claims_.load(std::memory_order_acquire)) [[unlikely]]
+      if (domain_->triggers().claim(e.op_context, false)) return true;
     {
       [[maybe_unused]] auto g = guard<Lock>();
       if (tail_ - head_ > mask_) return false;
@@ -77,6 +79,8 @@ class cq : public fid_object<cq, fid_cq> {
   // Queues an error completion (err_data is copied); false if out of room.
   template <class Lock>
   bool write_error(const fi_cq_err_entry& e) noexcept {
+    if (claims_.load(std::memory_order_acquire)) [[unlikely]]
+      if (domain_->triggers().claim(e.op_context, true)) return true;
     bool ok;
     {
       [[maybe_unused]] auto g = guard<Lock>();
@@ -85,6 +89,13 @@ class cq : public fid_object<cq, fid_cq> {
     if (ok) wake();
     return ok;
   }
+
+  // Deferred transfers in flight whose completion lands here (trigger.hpp):
+  // while any is, each write first lets the trigger engine claim it (count
+  // its completion counter, and keep it off this CQ unless the request
+  // asked for FI_COMPLETION). One load and a branch otherwise.
+  void add_claim() noexcept { claims_.fetch_add(1, std::memory_order_acq_rel); }
+  void drop_claim() noexcept { claims_.fetch_sub(1, std::memory_order_acq_rel); }
 
   progress_list& progress() noexcept { return progress_; }
   // A file descriptor whose readiness means progress may complete something.
@@ -171,6 +182,7 @@ class cq : public fid_object<cq, fid_cq> {
   // Writers signal the wait object only when someone can be waiting on it:
   // a thread in sread, or an application holding the fd (FI_GETWAIT).
   std::atomic<int> signal_on_write_{0};
+  std::atomic<uint32_t> claims_{0};  // see add_claim
   std::atomic<bool> fd_exported_{false};
   std::atomic<bool> signaled_{false};
   mutex_cond export_cond_;  // FI_WAIT_MUTEX_COND: recursive, see wait.hpp

@@ -71,7 +71,8 @@ struct trigger_engine::entry {
   cntr* trig = nullptr;
   uint64_t threshold = 0;
   fi_deferred_work* work = nullptr;  // a deferred work request, or an FI_TRIGGER call
-  cntr* completion = nullptr;        // deferred: counts the transfer once issued
+  cntr* completion = nullptr;        // deferred: counts the transfer once it completes
+  bool hide = false;                 // deferred, without FI_COMPLETION: not on the CQ
   cntr* target = nullptr;            // FI_OP_CNTR_SET / FI_OP_CNTR_ADD
   uint64_t value = 0;
   uint64_t flags = 0;
@@ -184,6 +185,9 @@ ssize_t trigger_engine::queue(const trigger_site& site, fid_ep* ep,
     e->completion = completion;
     e->flags = call.flags;
     e->context = ctx;
+    // fi_trigger(3): deferred work reports nothing at the endpoint unless
+    // the request asks for FI_COMPLETION.
+    e->hide = q && !(call.flags & FI_COMPLETION);
     if (const fi_msg* m = call.msg) {
       e->msg = *m;
       e->msg.msg_iov = keep(e->iov, m->msg_iov, m->iov_count);
@@ -284,7 +288,9 @@ bool trigger_engine::fire_pass() noexcept {
         ++i;
         continue;
       }
+      void* watched_ctx = watch_completion(e);
       ssize_t r = issue(e);
+      if (r != 0 && watched_ctx) unwatch(watched_ctx);
       if (r == to_fi(errc::again)) {
         held.push_back(e.trig);
         again = true;
@@ -292,7 +298,8 @@ bool trigger_engine::fire_pass() noexcept {
         continue;
       }
       if (r == 0) {
-        if (e.completion) e.completion->add(1);
+        // Counted when it completes (claim), or now when nothing can say so.
+        if (e.completion && !watched_ctx) e.completion->add(1);
       } else {
         WEFT_WARN(dom_.provider(), FI_LOG_EP_DATA, "a triggered operation failed when issued: %zd",
                   r);
@@ -308,6 +315,70 @@ bool trigger_engine::fire_pass() noexcept {
   }
   for (cntr* c : touched) rearm(c);
   return again;
+}
+
+void* trigger_engine::watch_completion(entry& e) noexcept {
+  if (!e.work || !is_transfer(e.type)) return nullptr;
+  cq* where = is_receive(e.type) ? e.owner->rx_cq.get() : e.owner->tx_cq.get();
+  // No CQ: nothing will say when it completes; counted when issued.
+  if (!where) return nullptr;
+  void* ctx = e.context;
+  if (e.hide) {
+    // Its completion carries the request's own provider space (never shown
+    // to the application, and unique while the request is in flight), and
+    // FI_COMPLETION makes an endpoint with selective completion write it.
+    ctx = &e.work->context;
+    e.flags |= FI_COMPLETION;
+    switch (e.type) {
+      case FI_OP_SEND:
+      case FI_OP_RECV: e.msg.context = ctx; break;
+      case FI_OP_TSEND:
+      case FI_OP_TRECV: e.tagged.context = ctx; break;
+      case FI_OP_READ:
+      case FI_OP_WRITE: e.rma.context = ctx; break;
+      default: e.atomic.context = ctx; break;
+    }
+  }
+  return watch({ctx, where, e.completion, e.owner, e.hide}) ? ctx : nullptr;
+}
+
+bool trigger_engine::watch(const watched& w) noexcept {
+  std::lock_guard g{claims_m_};
+  try {
+    watched_.push_back(w);
+  } catch (...) {
+    return false;
+  }
+  w.where->add_claim();
+  return true;
+}
+
+void trigger_engine::unwatch(void* context) noexcept {
+  std::lock_guard g{claims_m_};
+  auto it = std::find_if(watched_.begin(), watched_.end(),
+                         [context](const watched& w) { return w.context == context; });
+  if (it == watched_.end()) return;
+  it->where->drop_claim();
+  watched_.erase(it);
+}
+
+bool trigger_engine::claim(void* op_context, bool error) noexcept {
+  std::lock_guard g{claims_m_};
+  auto it = std::find_if(watched_.begin(), watched_.end(),
+                         [op_context](const watched& w) { return w.context == op_context; });
+  if (it == watched_.end()) return false;
+  watched w = *it;
+  watched_.erase(it);
+  w.where->drop_claim();
+  // Under claims_m_: a counter closing meanwhile (flush_cntr) is not used.
+  if (w.completion) {
+    if (error)
+      w.completion->add_err(1);
+    else
+      w.completion->add(1);
+  }
+  // An error nobody counts is not lost: it goes to the CQ.
+  return w.hide && (!error || w.completion);
 }
 
 ssize_t trigger_engine::issue(entry& e) noexcept {
@@ -504,10 +575,21 @@ int trigger_engine::flush_work(fi_deferred_work* w) noexcept {
 
 void trigger_engine::flush_owner(ep_bindings* owner) noexcept {
   cancel_if([owner](const entry& e) { return e.owner == owner; });
+  // Transfers it had in flight: whatever the endpoint still writes for them
+  // is its own business now.
+  std::lock_guard g{claims_m_};
+  std::erase_if(watched_, [owner](const watched& w) {
+    if (w.owner != owner) return false;
+    w.where->drop_claim();
+    return true;
+  });
 }
 
 void trigger_engine::flush_cntr(cntr* c) noexcept {
   cancel_if([c](const entry& e) { return e.trig == c || e.completion == c || e.target == c; });
+  std::lock_guard g{claims_m_};
+  for (watched& w : watched_)
+    if (w.completion == c) w.completion = nullptr;
 }
 
 }  // namespace weft::util

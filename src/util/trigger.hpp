@@ -43,6 +43,7 @@
 namespace weft::util {
 
 class cntr;
+class cq;
 class domain;
 struct ep_bindings;
 
@@ -103,6 +104,12 @@ class trigger_engine {
   // For tests and the close paths: entries queued now.
   size_t queued() noexcept;
 
+  // A completion written to a CQ with claims (cq::add_claim): true when it
+  // is a deferred transfer's that the application did not ask to see (the
+  // completion counter has counted it; the CQ drops it). Any thread, any
+  // provider lock held: takes only claims_m_.
+  bool claim(void* op_context, bool error) noexcept;
+
  private:
   struct entry;
   using entry_ptr = std::unique_ptr<entry>;
@@ -120,7 +127,28 @@ class trigger_engine {
   // Recomputes each counter's next threshold; under m_.
   void rearm(cntr* c) noexcept;
 
+  // A deferred transfer issued with its completion watched (fi_trigger(3):
+  // the completion counter counts its completion, and the endpoint reports
+  // nothing unless the request asked for FI_COMPLETION).
+  struct watched {
+    void* context;       // what its completion carries
+    cq* where;           // the endpoint's CQ it lands in
+    cntr* completion;    // null: none, or closed since
+    ep_bindings* owner;  // its endpoint
+    bool hide;           // keep it off the CQ
+  };
+  // Registers before the transfer is issued (it may complete in the call);
+  // false when out of memory (then it is counted when issued instead).
+  bool watch(const watched& w) noexcept;
+  void unwatch(void* context) noexcept;
+  // For a deferred transfer about to be issued: its completion watched (and
+  // its context and flags set for that); the context watched, or null when
+  // it is counted at issue instead.
+  void* watch_completion(entry& e) noexcept;
+
   domain& dom_;
+  std::mutex claims_m_;           // watched_ only; never held while calling out
+  std::vector<watched> watched_;  // few at a time: a linear search
   std::mutex m_;  // the queue; held while ready work is issued
   std::vector<entry_ptr> queue_;  // by (threshold, submission)
   uint64_t seq_ = 0;

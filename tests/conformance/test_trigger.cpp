@@ -96,6 +96,18 @@ class trigger : public provider_test {
     }
     return got;
   }
+  // Runs progress (reads `cq`; what it finds goes to `got`) until counter
+  // `c` reaches `n` or 5 s pass; the counter's value.
+  uint64_t await(fid_cntr* c, uint64_t n, fid_cq* cq, std::vector<comp>& got) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    uint64_t v = fi_cntr_read(c);
+    while (v < n && std::chrono::steady_clock::now() < deadline) {
+      std::vector<comp> more = collect(cq, SIZE_MAX, 1);
+      got.insert(got.end(), more.begin(), more.end());
+      v = fi_cntr_read(c);
+    }
+    return v;
+  }
   // What arrives within `ms` when nothing should.
   std::vector<comp> quiet(fid_cq* cq, int ms = 100) { return collect(cq, SIZE_MAX, ms); }
   static const comp* find(const std::vector<comp>& v, const void* ctx) {
@@ -372,44 +384,52 @@ TEST_P(trigger, deferred_work_of_every_operation_type) {
     w.op_type = type;
     return w;
   };
-  // Each step: fi_cntr_add(trig, 1), then `check`.
+  // Each step: fi_cntr_add(trig, 1); then `completions` entries on the CQ
+  // (only requests with FI_COMPLETION report there: fi_trigger(3)), the
+  // completion counter at `done` once the transfers completed, and `check`.
   struct step {
     size_t completions;
+    uint64_t done;
     std::function<void(const std::vector<comp>&)> check;
   };
   std::vector<step> steps;
+  uint64_t completed = 0;
 
   char in[16] = {}, tin[16] = {};
   fi_context rctx, sctx, trctx, tsctx;
   iovec rio{in, sizeof in}, sio{const_cast<char*>("deferred"), 9};
-  fi_op_msg recv_op{t.eb, {&rio, nullptr, 1, FI_ADDR_UNSPEC, &rctx, 0}, 0};
-  fi_op_msg send_op{t.ea, {&sio, nullptr, 1, t.b, &sctx, 0}, 0};
+  // Messages ask for their completions, RMA and atomics do not.
+  fi_op_msg recv_op{t.eb, {&rio, nullptr, 1, FI_ADDR_UNSPEC, &rctx, 0}, FI_COMPLETION};
+  fi_op_msg send_op{t.ea, {&sio, nullptr, 1, t.b, &sctx, 0}, FI_COMPLETION};
   {
     fi_deferred_work& r = work(FI_OP_RECV, done);
     r.op.msg = &recv_op;
     ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &r), 0);
-    steps.push_back({0, nullptr});
+    steps.push_back({0, completed, nullptr});  // posted, nothing arrived yet
     fi_deferred_work& s = work(FI_OP_SEND, done);
     s.op.msg = &send_op;
     ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &s), 0);
-    steps.push_back({2, [&](const std::vector<comp>& got) {
+    completed += 2;
+    steps.push_back({2, completed, [&](const std::vector<comp>& got) {
                        EXPECT_NE(find(got, &rctx), nullptr);
                        EXPECT_NE(find(got, &sctx), nullptr);
                        EXPECT_STREQ(in, "deferred");
                      }});
   }
   iovec trio{tin, sizeof tin}, tsio{const_cast<char*>("tagged"), 7};
-  fi_op_tagged trecv_op{t.eb, {&trio, nullptr, 1, FI_ADDR_UNSPEC, 3, 0, &trctx, 0}, 0};
-  fi_op_tagged tsend_op{t.ea, {&tsio, nullptr, 1, t.b, 3, 0, &tsctx, 0}, 0};
+  fi_op_tagged trecv_op{t.eb, {&trio, nullptr, 1, FI_ADDR_UNSPEC, 3, 0, &trctx, 0},
+                        FI_COMPLETION};
+  fi_op_tagged tsend_op{t.ea, {&tsio, nullptr, 1, t.b, 3, 0, &tsctx, 0}, FI_COMPLETION};
   if (has(FI_TAGGED)) {
     fi_deferred_work& r = work(FI_OP_TRECV, done);
     r.op.tagged = &trecv_op;
     ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &r), 0);
-    steps.push_back({0, nullptr});
+    steps.push_back({0, completed, nullptr});
     fi_deferred_work& s = work(FI_OP_TSEND, done);
     s.op.tagged = &tsend_op;
     ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &s), 0);
-    steps.push_back({2, [&](const std::vector<comp>& got) {
+    completed += 2;
+    steps.push_back({2, completed, [&](const std::vector<comp>& got) {
                        EXPECT_NE(find(got, &trctx), nullptr);
                        EXPECT_STREQ(tin, "tagged");
                      }});
@@ -441,40 +461,39 @@ TEST_P(trigger, deferred_work_of_every_operation_type) {
     fi_deferred_work& w = work(FI_OP_WRITE, done);
     w.op.rma = &write_op;
     ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &w), 0);
-    steps.push_back({1, [&](const std::vector<comp>&) { EXPECT_EQ(mem[0], src); }});
+    steps.push_back({0, ++completed, [&](const std::vector<comp>&) { EXPECT_EQ(mem[0], src); }});
     fi_deferred_work& r = work(FI_OP_READ, done);
     r.op.rma = &read_op;
     ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &r), 0);
-    steps.push_back({1, [&](const std::vector<comp>&) { EXPECT_EQ(back, src); }});
+    steps.push_back({0, ++completed, [&](const std::vector<comp>&) { EXPECT_EQ(back, src); }});
     fi_deferred_work& a = work(FI_OP_ATOMIC, done);
     a.op.atomic = &atomic_op;
     ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &a), 0);
-    steps.push_back({1, [&](const std::vector<comp>&) { EXPECT_EQ(mem[1], 5u); }});
+    steps.push_back({0, ++completed, [&](const std::vector<comp>&) { EXPECT_EQ(mem[1], 5u); }});
     fi_deferred_work& f = work(FI_OP_FETCH_ATOMIC, done);
     f.op.fetch_atomic = &fetch_op;
     ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &f), 0);
-    steps.push_back({1, [&](const std::vector<comp>&) {
+    steps.push_back({0, ++completed, [&](const std::vector<comp>&) {
                        EXPECT_EQ(fetched, 5u);
                        EXPECT_EQ(mem[1], 10u);
                      }});
     fi_deferred_work& cw = work(FI_OP_COMPARE_ATOMIC, done);
     cw.op.compare_atomic = &cmp_op;
     ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &cw), 0);
-    steps.push_back({1, [&](const std::vector<comp>&) {
+    steps.push_back({0, ++completed, [&](const std::vector<comp>&) {
                        EXPECT_EQ(old, 5u);
                        EXPECT_EQ(mem[2], 77u);
                      }});
   }
-  size_t transfers = next;
   fi_op_cntr add_op{x, 3}, set_op{x, 40};
   fi_deferred_work& add = work(FI_OP_CNTR_ADD, nullptr);
   add.op.cntr = &add_op;
   ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &add), 0);
-  steps.push_back({0, [&](const std::vector<comp>&) { EXPECT_EQ(fi_cntr_read(x), 3u); }});
+  steps.push_back({0, completed, [&](const std::vector<comp>&) { EXPECT_EQ(fi_cntr_read(x), 3u); }});
   fi_deferred_work& set = work(FI_OP_CNTR_SET, nullptr);
   set.op.cntr = &set_op;
   ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &set), 0);
-  steps.push_back({0, [&](const std::vector<comp>&) { EXPECT_EQ(fi_cntr_read(x), 40u); }});
+  steps.push_back({0, completed, [&](const std::vector<comp>&) { EXPECT_EQ(fi_cntr_read(x), 40u); }});
 
   EXPECT_TRUE(quiet(t.cq).empty());
   EXPECT_EQ(fi_cntr_read(done), 0u);
@@ -484,13 +503,61 @@ TEST_P(trigger, deferred_work_of_every_operation_type) {
     SCOPED_TRACE("step " + std::to_string(k + 1));
     ASSERT_EQ(fi_cntr_add(trig, 1), 0);
     std::vector<comp> got = collect(t.cq, steps[k].completions);
-    ASSERT_EQ(got.size(), steps[k].completions);
+    // A transfer counts once it completed; counter operations do not count.
+    EXPECT_EQ(await(done, steps[k].done, t.cq, got), steps[k].done);
+    std::vector<comp> late = quiet(t.cq, 30);
+    got.insert(got.end(), late.begin(), late.end());
+    ASSERT_EQ(got.size(), steps[k].completions) << "only requests with FI_COMPLETION report";
     for (const comp& g : got) EXPECT_EQ(g.err, 0);
-    // A transfer counts once it started; counter operations do not count.
-    EXPECT_EQ(fi_cntr_read(done), std::min(k + 1, transfers));
+    EXPECT_EQ(fi_cntr_read(done), steps[k].done);
     if (steps[k].check) steps[k].check(got);
-    EXPECT_TRUE(quiet(t.cq, 30).empty());
   }
+}
+
+// fi_trigger(3): a deferred transfer's completion counter counts its
+// completion, not its start, and the endpoint reports it only when the
+// request carries FI_COMPLETION. A deferred receive is started long before
+// its message comes.
+TEST_P(trigger, deferred_transfers_count_on_completion_and_report_only_when_asked) {
+  two_eps t = open_two_eps();
+  ASSERT_TRUE(t.ea && t.eb);
+  fid_cntr* go = open_cntr();
+  fid_cntr* done = open_cntr();
+  fid_cntr* shown = open_cntr();
+  char in[16] = {}, in2[16] = {};
+  fi_context rctx, rctx2;
+  iovec rio{in, sizeof in}, rio2{in2, sizeof in2};
+  fi_op_msg quiet_recv{t.eb, {&rio, nullptr, 1, FI_ADDR_UNSPEC, &rctx, 0}, 0};
+  fi_op_msg shown_recv{t.eb, {&rio2, nullptr, 1, FI_ADDR_UNSPEC, &rctx2, 0}, FI_COMPLETION};
+  fi_deferred_work a{}, b{};
+  a = {{}, 1, go, done, FI_OP_RECV, {}};
+  a.op.msg = &quiet_recv;
+  b = {{}, 1, go, shown, FI_OP_RECV, {}};
+  b.op.msg = &shown_recv;
+  ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &a), 0);
+  ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &b), 0);
+  ASSERT_EQ(fi_cntr_add(go, 1), 0);  // both receives are posted now
+  EXPECT_TRUE(quiet(t.cq).empty());
+  EXPECT_EQ(fi_cntr_read(done), 0u) << "counted when started, not when completed";
+  EXPECT_EQ(fi_cntr_read(shown), 0u);
+  fi_context s1, s2;
+  ASSERT_EQ(fi_send(t.ea, "first", 6, nullptr, t.b, &s1), 0);
+  ASSERT_EQ(fi_send(t.ea, "second", 7, nullptr, t.b, &s2), 0);
+  std::vector<comp> got;
+  EXPECT_EQ(await(done, 1, t.cq, got), 1u);
+  EXPECT_EQ(await(shown, 1, t.cq, got), 1u);
+  std::vector<comp> rest = collect(t.cq, 3 - std::min<size_t>(got.size(), 3));
+  got.insert(got.end(), rest.begin(), rest.end());
+  std::vector<comp> extra = quiet(t.cq, 30);
+  got.insert(got.end(), extra.begin(), extra.end());
+  // The two sends and the receive that asked; not the quiet receive.
+  EXPECT_EQ(got.size(), 3u);
+  EXPECT_NE(find(got, &s1), nullptr);
+  EXPECT_NE(find(got, &s2), nullptr);
+  EXPECT_NE(find(got, &rctx2), nullptr);
+  EXPECT_EQ(find(got, &rctx), nullptr) << "a deferred receive without FI_COMPLETION reported";
+  EXPECT_STREQ(in, "first");
+  EXPECT_STREQ(in2, "second");
 }
 
 // Work A's effect is what work B waits for, and B's completion counter is
@@ -520,10 +587,17 @@ TEST_P(trigger, deferred_work_chains_through_counters) {
   EXPECT_EQ(fi_cntr_read(y), 0u);
   ASSERT_EQ(fi_cntr_add(go, 1), 0);
   EXPECT_EQ(fi_cntr_read(x), 5u);
-  EXPECT_EQ(fi_cntr_read(sent), 1u);
-  EXPECT_EQ(fi_cntr_read(y), 42u);
-  std::vector<comp> got = collect(t.cq, 2);
-  ASSERT_EQ(got.size(), 2u);
+  // The send counts when it completes, and that starts the last link.
+  std::vector<comp> got;
+  EXPECT_EQ(await(sent, 1, t.cq, got), 1u);
+  EXPECT_EQ(await(y, 42, t.cq, got), 42u);
+  std::vector<comp> late = collect(t.cq, 1 - std::min<size_t>(got.size(), 1), 5000);
+  got.insert(got.end(), late.begin(), late.end());
+  std::vector<comp> extra = quiet(t.cq, 30);
+  got.insert(got.end(), extra.begin(), extra.end());
+  // Only the application's own receive: the deferred send reports nothing.
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].ctx, &rctx);
   EXPECT_STREQ(in, "chained");
   // Done work is the application's again: cancelling it finds nothing.
   EXPECT_EQ(fi_control(&domain->fid, FI_CANCEL_WORK, &b), -FI_ENOENT);
