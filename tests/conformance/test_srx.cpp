@@ -9,8 +9,10 @@
 
 #include <rdma/fi_tagged.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace conformance {
 namespace {
@@ -290,6 +292,56 @@ TEST_P(srx, bad_binds_and_close_while_bound) {
   EXPECT_EQ(fi_close(&foreign->fid), 0);
   EXPECT_EQ(fi_close(&lone->fid), 0);
   EXPECT_EQ(fi_close(&other->fid), 0);
+}
+
+// FI_THREAD_SAFE: each receiver's CQ read (its progress) on a thread of its
+// own while the main thread posts to the context and sends.
+TEST_P(srx, threads_drive_endpoints_of_one_context) {
+  REQUIRE_SRX();
+  if (GetParam().threading != FI_THREAD_SAFE)
+    GTEST_SKIP() << "concurrent calls need FI_THREAD_SAFE";
+  open_world();
+  ASSERT_TRUE(s1 && s2 && b && c);
+  constexpr int per_ep = 40;
+  static char bufs[2 * per_ep][16];
+  static fi_context rctx[2 * per_ep], sctx[2 * per_ep];
+  std::atomic<int> got_b{0}, got_c{0};
+  std::atomic<bool> bad{false};
+  auto reader = [&](fid_cq* cq, fi_addr_t want_src, std::atomic<int>& got) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (got.load() < per_ep && std::chrono::steady_clock::now() < deadline) {
+      fi_cq_tagged_entry e{};
+      fi_addr_t src = FI_ADDR_NOTAVAIL;
+      ssize_t n = fi_cq_readfrom(cq, &e, 1, &src);
+      if (n == 1) {
+        if (src != want_src || e.len != 8) bad = true;
+        ++got;
+      } else if (n != -FI_EAGAIN) {
+        bad = true;
+        return;
+      }
+    }
+  };
+  std::thread tb(reader, cqb, a1, std::ref(got_b));
+  std::thread tc(reader, cqc, a2, std::ref(got_c));
+  for (int i = 0; i < 2 * per_ep; ++i) {
+    while (fi_recv(ctx, bufs[i], sizeof bufs[i], nullptr, FI_ADDR_UNSPEC, &rctx[i]) == -FI_EAGAIN) {
+    }
+    fid_ep* from = i % 2 ? s2 : s1;
+    const fi_addr_t to = i % 2 ? ac : ab;
+    ssize_t r;
+    while ((r = fi_send(from, "message", 8, nullptr, to, &sctx[i])) == -FI_EAGAIN) {
+      fi_cq_tagged_entry e;
+      fi_cq_read(txcq, &e, 1);
+    }
+    ASSERT_EQ(r, 0);
+  }
+  tb.join();
+  tc.join();
+  EXPECT_FALSE(bad.load());
+  EXPECT_EQ(got_b.load(), per_ep);
+  EXPECT_EQ(got_c.load(), per_ep);
+  EXPECT_EQ(fi_rx_size_left(ctx), static_cast<ssize_t>(1024));
 }
 
 INSTANTIATE_TEST_SUITE_P(all, srx, testing::ValuesIn(all_configs), config_name);
