@@ -41,8 +41,15 @@ int poll_open(fid_domain* d, fi_poll_attr* attr, fid_poll** out) noexcept {
 int stx_ctx(fid_domain*, fi_tx_attr*, fid_stx**, void*) noexcept { return to_fi(errc::nosys); }
 int srx_ctx(fid_domain* d, fi_rx_attr* attr, fid_ep** rx, void* context) noexcept {
   auto* dom = self(d);
-  if (!dom->hooks().srx_ctx) return to_fi(errc::nosys);
-  if (!attr || !rx) return to_fi(errc::inval);
+  if (!dom->hooks().srx_ctx) {
+    WEFT_WARN(dom->provider(), FI_LOG_DOMAIN,
+              "fi_srx_context: this provider offers no shared receive context");
+    return to_fi(errc::nosys);
+  }
+  if (!attr || !rx) {
+    WEFT_WARN(dom->provider(), FI_LOG_DOMAIN, "fi_srx_context: null %s", !rx ? "rx_ep" : "attr");
+    return to_fi(errc::inval);
+  }
   return abi_guard([&] { return dom->hooks().srx_ctx(*dom, attr, rx, context); });
 }
 int query_atomic(fid_domain* d, fi_datatype datatype, fi_op op, fi_atomic_attr* attr,

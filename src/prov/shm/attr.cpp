@@ -80,7 +80,8 @@ fi_domain_attr dom = [] {
   d.max_ep_tx_ctx = 1;
   d.max_ep_rx_ctx = 1;
   d.max_ep_stx_ctx = 0;
-  d.max_ep_srx_ctx = 0;
+  // fi_srx_context: every endpoint of the domain may share one (util::srx_ctx).
+  d.max_ep_srx_ctx = 256;
   d.cntr_cnt = 256;
   d.mr_iov_limit = 4;
   // FI_SHARED_AV: named AVs live in /dev/shm (util/av_shared.hpp).

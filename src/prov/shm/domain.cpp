@@ -111,8 +111,15 @@ int open_endpoint(util::domain& dom, fi_info* info, fid_ep** out, void* context)
   return endpoint::open(dom, *info, out, context);
 }
 
+// fi_srx_context: with FI_PEER, a context another provider owns (fi_peer(3));
+// else the application's own, util's engine shared by the endpoints bound
+// to it, which finish its matches through their peer callbacks.
 int open_srx(util::domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) {
-  return peer_srx::open(dom, attr, out, context);
+  if (attr && (attr->op_flags & FI_PEER)) return peer_srx::open(dom, attr, out, context);
+  const fi_ops_srx_peer* ops = util::shared_objects_need_lock(dom.lock_threading())
+                                   ? endpoint::peer_table<util::mutex_lock>()
+                                   : endpoint::peer_table<util::null_lock>();
+  return util::srx_ctx::open(dom, &provider(), attr, rx_depth, ops, out, context);
 }
 
 const util::av_codec* codec_for(const util::domain&) { return &addr_codec; }

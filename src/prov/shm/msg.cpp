@@ -141,7 +141,7 @@ struct data_ops {
   // Under a peer SRX, receives are posted to its owner.
   static ssize_t owned(fid_ep*) noexcept {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA,
-              "receives of an endpoint bound to a peer SRX are posted to its owner");
+              "receives of an endpoint bound to a shared receive context are posted to the context");
     return to_fi(errc::nosys);
   }
   static ssize_t recv_owned(fid_ep* e, void*, size_t, void*, fi_addr_t, void*) noexcept {

@@ -30,6 +30,7 @@
 #include "util/lock.hpp"
 #include "util/rma_ops.hpp"
 #include "util/srx.hpp"
+#include "util/srx_ctx.hpp"
 
 #include <rdma/fabric.h>
 #include <rdma/providers/fi_peer.h>
@@ -285,8 +286,8 @@ struct inbound {
 // owner's fid_peer_srx (owner_ops) instead of a util::srx of their own, and
 // the owner finishes queued messages through the endpoint's peer_table,
 // installed in the owner's peer_ops at open. Receives are the owner's to
-// post: every data operation here is -FI_ENOSYS. shm offers no other shared
-// receive context (max_ep_srx_ctx 0).
+// post: every data operation here is -FI_ENOSYS. The application's own
+// shared receive context (no FI_PEER) is util::srx_ctx, on the same road.
 class peer_srx : public util::endpoint_object<peer_srx> {
  public:
   static int open(util::domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) noexcept;
@@ -643,6 +644,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   // Matching: this endpoint's own engine, or (srx_ null) a peer SRX's owner.
   std::unique_ptr<util::srx> srx_;
   util::ref<peer_srx> peer_srx_;
+  util::ref<util::srx_ctx> app_srx_;  // fi_srx_context without FI_PEER
   fid_peer_srx* face_ = nullptr;
   rec_base* queued_ = nullptr;  // records of unexpected messages queued at the owner
 

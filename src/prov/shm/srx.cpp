@@ -33,13 +33,7 @@ fid_peer_srx* owner_of(void* context) noexcept {
 
 }  // namespace
 
-int peer_srx::open(util::domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) noexcept {
-  auto* prov = &provider();
-  if (!(attr->op_flags & FI_PEER)) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL,
-              "shm shares a receive context only as a peer (FI_PEER in attr->op_flags)");
-    return to_fi(errc::nosys);
-  }
+int peer_srx::open(util::domain& dom, fi_rx_attr*, fid_ep** out, void* context) noexcept {
   fid_peer_srx* owner = owner_of(context);
   if (!owner) return to_fi(errc::inval);
   return abi_guard([&] {

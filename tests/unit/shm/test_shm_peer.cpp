@@ -421,7 +421,11 @@ TEST_P(shm_peer, receives_belong_to_the_owner_and_the_cq_to_its_reader) {
 TEST_P(shm_peer, srx_context_and_bind_check_their_input) {
   fi_rx_attr ra{};
   fid_ep* s = nullptr;
-  EXPECT_EQ(fi_srx_context(domain, &ra, &s, &owner->ctx), -FI_ENOSYS) << "only as a peer";
+  // Without FI_PEER it is the application's own shared receive context.
+  ASSERT_EQ(fi_srx_context(domain, &ra, &s, &owner->ctx), 0);
+  EXPECT_EQ(s->fid.fclass, static_cast<size_t>(FI_CLASS_SRX_CTX));
+  EXPECT_EQ(fi_close(&s->fid), 0);
+  s = nullptr;
   ra.op_flags = FI_PEER;
   EXPECT_EQ(fi_srx_context(domain, &ra, &s, nullptr), -FI_EINVAL);
   fi_peer_srx_context small{sizeof(fi_peer_srx_context) - 1, owner->face};
