@@ -7,6 +7,7 @@
 #include "util/cntr.hpp"
 #include "util/cq.hpp"
 #include "util/eq.hpp"
+#include "util/stx_ctx.hpp"
 #include "util/wait_set.hpp"
 
 #include <sys/uio.h>
@@ -38,7 +39,9 @@ int cntr_open(fid_domain* d, fi_cntr_attr* attr, fid_cntr** out, void* context) 
 int poll_open(fid_domain* d, fi_poll_attr* attr, fid_poll** out) noexcept {
   return poll_set::open(*self(d), attr, out);
 }
-int stx_ctx(fid_domain*, fi_tx_attr*, fid_stx**, void*) noexcept { return to_fi(errc::nosys); }
+int stx_open(fid_domain* d, fi_tx_attr* attr, fid_stx** stx, void* context) noexcept {
+  return stx_ctx::open(*self(d), attr, stx, context);
+}
 int srx_ctx(fid_domain* d, fi_rx_attr* attr, fid_ep** rx, void* context) noexcept {
   auto* dom = self(d);
   if (!dom->hooks().srx_ctx) {
@@ -73,7 +76,7 @@ constexpr fi_ops_domain domain_ops = {
     .scalable_ep = scalable_ep,
     .cntr_open = cntr_open,
     .poll_open = poll_open,
-    .stx_ctx = stx_ctx,
+    .stx_ctx = stx_open,
     .srx_ctx = srx_ctx,
     .query_atomic = query_atomic,
     .query_collective = query_collective,
@@ -153,10 +156,13 @@ domain::domain(fabric& fab, const domain_hooks* hooks, const fi_info& info, void
       addr_format_(info.addr_format),
       caps_(info.caps),
       cq_data_size_(info.domain_attr->cq_data_size),
+      max_ep_stx_ctx_(info.domain_attr->max_ep_stx_ctx),
       name_(info.domain_attr->name ? info.domain_attr->name : ""),
       mrs_(threading_, progress_) {
   ops = const_cast<fi_ops_domain*>(&domain_ops);
   mr = const_cast<fi_ops_mr*>(&mr_ops);
+  if (info.tx_attr) tx_attr_ = *info.tx_attr;
+  else tx_attr_.caps = info.caps;
   // Counters advanced by the progress thread make work due that nothing else
   // would issue: the thread issues it after each pass, holding no lock.
   if (progress_ == FI_PROGRESS_AUTO)

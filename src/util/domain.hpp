@@ -81,6 +81,11 @@ class domain : public fid_object<domain, fid_domain> {
   uint32_t addr_format() const noexcept { return addr_format_; }
   uint64_t caps() const noexcept { return caps_; }
   size_t cq_data_size() const noexcept { return cq_data_size_; }
+  // The transmit attributes the domain was opened with, which bound a
+  // shared transmit context's, and how many endpoints may share one
+  // (0: the provider shares none).
+  const fi_tx_attr& tx_attr() const noexcept { return tx_attr_; }
+  size_t max_ep_stx_ctx() const noexcept { return max_ep_stx_ctx_; }
   const std::string& name() const noexcept { return name_; }
 
   mr_map& mrs() noexcept { return mrs_; }
@@ -100,6 +105,8 @@ class domain : public fid_object<domain, fid_domain> {
   uint32_t addr_format_;
   uint64_t caps_;
   size_t cq_data_size_;
+  fi_tx_attr tx_attr_{};
+  size_t max_ep_stx_ctx_;
   std::string name_;
   mr_map mrs_;
   ref<class eq> eq_;

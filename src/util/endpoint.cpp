@@ -79,6 +79,22 @@ int ep_bindings::bind(domain& dom, fid* bfid, uint64_t flags, progress_hook hook
       eq_->progress().add(hook);
       if (wait_fd >= 0) eq_->add_wait_fd(wait_fd);
       return 0;
+    case FI_CLASS_STX_CTX: {
+      if (flags) {
+        WEFT_WARN(prov, FI_LOG_EP_CTRL, "binding a shared transmit context takes no flags");
+        return to_fi(errc::badflags);
+      }
+      if (!stx_ctx::is(bfid) || &stx_ctx::from(bfid)->dom() != &dom || stx) {
+        WEFT_WARN(prov, FI_LOG_EP_CTRL, "%s",
+                  stx ? "the endpoint already has a shared transmit context"
+                      : "the shared transmit context belongs to another domain");
+        return to_fi(errc::inval);
+      }
+      stx_ctx* s = stx_ctx::from(bfid);
+      if (!s->admit(prov)) return to_fi(errc::inval);
+      stx.reset(s);
+      return 0;
+    }
     default:
       WEFT_WARN(prov, FI_LOG_EP_CTRL, "cannot bind an object of class %zu to an endpoint",
                 bfid->fclass);
@@ -103,6 +119,25 @@ int ep_bindings::check_enable(const fi_provider* prov, fi_ep_type type,
   if ((caps & FI_RECV) && !rx_cq && !recv_cntr) {
     WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound for receive");
     return to_fi(errc::nocq);
+  }
+  if (stx) {
+    // fi_endpoint(3): endpoints of a shared transmit context use a subset of
+    // its attributes. A set without directional bits means all directions.
+    constexpr uint64_t dirs = FI_SEND | FI_READ | FI_WRITE;
+    constexpr uint64_t tx_caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_TRIGGER | FI_FENCE;
+    auto transmit = [](uint64_t c) {
+      uint64_t d = c & (dirs | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE) ? c & dirs : dirs;
+      return (c & tx_caps) | d;
+    };
+    // An endpoint that only receives or is only a target transmits nothing.
+    uint64_t extra = transmit(caps) & dirs ? transmit(caps) & ~transmit(stx->attr().caps) : 0;
+    if (extra) {
+      WEFT_WARN(prov, FI_LOG_EP_CTRL,
+                "fi_enable: the endpoint transmits with caps 0x%llx that its shared transmit "
+                "context was not opened with",
+                static_cast<unsigned long long>(extra));
+      return to_fi(errc::inval);
+    }
   }
   return 0;
 }
@@ -153,6 +188,7 @@ void ep_bindings::unbind(void* hook_obj, int wait_fd) noexcept {
   rem_write_cntr.reset();
   av_.reset();
   eq_.reset();
+  stx.reset();
 }
 
 }  // namespace weft::util

@@ -12,6 +12,7 @@
 #include "util/eq.hpp"
 #include "util/nosys.hpp"
 #include "util/object.hpp"
+#include "util/stx_ctx.hpp"
 
 #include <rdma/fi_endpoint.h>
 
@@ -24,6 +25,9 @@ struct ep_bindings {
   ref<cntr> send_cntr, recv_cntr, read_cntr, write_cntr, rem_read_cntr, rem_write_cntr;
   ref<av> av_;
   ref<eq> eq_;
+  // The shared transmit context (fi_stx_context), when one is bound: the
+  // endpoint transmits as it would without one (stx_ctx.hpp).
+  ref<stx_ctx> stx;
   // The engine that holds triggered work of this endpoint (set when the
   // first is queued): unbind, at close, cancels what is left.
   std::atomic<trigger_engine*> triggers{nullptr};
@@ -56,7 +60,8 @@ struct ep_bindings {
   }
 
   // fi_enable's checks: an AV when the endpoint type needs one, an EQ for
-  // connected endpoints, and a CQ or counter for each direction `caps` use.
+  // connected endpoints, a CQ or counter for each direction `caps` use, and
+  // transmit caps within a bound shared transmit context's.
   // 0, or the documented error (logged).
   int check_enable(const fi_provider* prov, fi_ep_type type, uint64_t caps) const noexcept;
 };

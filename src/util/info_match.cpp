@@ -176,11 +176,12 @@ void match_identity(matcher& m, const fi_info& t, const fi_info& h) {
   else m.pass();
 }
 
-// `srx_offered`: the provider's domain shares receive contexts
-// (max_ep_srx_ctx > 0), so rx_ctx_cnt = FI_SHARED_CONTEXT may be asked for
-// and is answered as asked (fi_endpoint(3)).
+// `stx_offered` / `srx_offered`: the provider's domain shares transmit /
+// receive contexts (max_ep_stx_ctx / max_ep_srx_ctx > 0), so tx_ctx_cnt /
+// rx_ctx_cnt = FI_SHARED_CONTEXT may be asked for and is answered as asked
+// (fi_endpoint(3)).
 void match_ep(matcher& m, const fi_ep_attr& t, const fi_ep_attr* h, fi_ep_attr& out,
-              bool srx_offered) {
+              bool stx_offered, bool srx_offered) {
   out = t;
   out.auth_key = nullptr;
   out.auth_key_size = 0;
@@ -196,6 +197,8 @@ void match_ep(matcher& m, const fi_ep_attr& t, const fi_ep_attr* h, fi_ep_attr& 
   m.at_most(h->max_order_waw_size, t.max_order_waw_size, "ep_attr->max_order_waw_size");
   if (h->tx_ctx_cnt != FI_SHARED_CONTEXT)
     m.at_most(h->tx_ctx_cnt, t.tx_ctx_cnt, "ep_attr->tx_ctx_cnt");
+  else if (stx_offered)
+    out.tx_ctx_cnt = FI_SHARED_CONTEXT;
   else m.fail("ep_attr->tx_ctx_cnt", "shared transmit contexts are not offered");
   if (h->rx_ctx_cnt != FI_SHARED_CONTEXT)
     m.at_most(h->rx_ctx_cnt, t.rx_ctx_cnt, "ep_attr->rx_ctx_cnt");
@@ -308,6 +311,7 @@ fi_info* match_info(const fi_provider* prov, uint32_t version, const fi_info& tm
   match_rx(m, *tmpl.rx_attr, hints ? hints->rx_attr : nullptr, o.caps, *o.rx_attr);
   uint8_t* ep_key = o.ep_attr->auth_key;
   match_ep(m, *tmpl.ep_attr, hints ? hints->ep_attr : nullptr, *o.ep_attr,
+           tmpl.domain_attr && tmpl.domain_attr->max_ep_stx_ctx > 0,
            tmpl.domain_attr && tmpl.domain_attr->max_ep_srx_ctx > 0);
   o.ep_attr->auth_key = ep_key;
   uint8_t* dom_key = o.domain_attr->auth_key;

@@ -79,7 +79,8 @@ fi_domain_attr dom = [] {
   d.rx_ctx_cnt = 256;
   d.max_ep_tx_ctx = 1;
   d.max_ep_rx_ctx = 1;
-  d.max_ep_stx_ctx = 0;
+  // fi_stx_context: every endpoint of the domain may share one (util::stx_ctx).
+  d.max_ep_stx_ctx = d.ep_cnt;
   // fi_srx_context: every endpoint of the domain may share one (util::srx_ctx).
   d.max_ep_srx_ctx = 256;
   d.cntr_cnt = 256;

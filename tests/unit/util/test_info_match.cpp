@@ -103,6 +103,27 @@ TEST(info_match, caps_asked_for_plus_free_secondaries) {
   EXPECT_FALSE(match(t.info, h.get()));
 }
 
+// fi_endpoint(3): a context count of FI_SHARED_CONTEXT is answered as asked
+// by a provider whose domain shares that kind of context, refused elsewhere.
+TEST(info_match, shared_context_counts_need_a_domain_that_shares) {
+  template_info t;
+  auto h = hints();
+  for (bool tx : {true, false}) {
+    SCOPED_TRACE(tx ? "tx_ctx_cnt" : "rx_ctx_cnt");
+    h->ep_attr->tx_ctx_cnt = tx ? FI_SHARED_CONTEXT : 0;
+    h->ep_attr->rx_ctx_cnt = tx ? 0 : FI_SHARED_CONTEXT;
+    t.dom.max_ep_stx_ctx = t.dom.max_ep_srx_ctx = 0;
+    EXPECT_FALSE(match(t.info, h.get()));
+    (tx ? t.dom.max_ep_srx_ctx : t.dom.max_ep_stx_ctx) = 8;  // the other kind
+    EXPECT_FALSE(match(t.info, h.get()));
+    (tx ? t.dom.max_ep_stx_ctx : t.dom.max_ep_srx_ctx) = 8;
+    auto r = match(t.info, h.get());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(tx ? r->ep_attr->tx_ctx_cnt : r->ep_attr->rx_ctx_cnt, FI_SHARED_CONTEXT);
+    EXPECT_EQ(tx ? r->ep_attr->rx_ctx_cnt : r->ep_attr->tx_ctx_cnt, 1u);
+  }
+}
+
 TEST(info_match, provider_modes_need_the_applications_consent) {
   template_info t;
   auto h = hints();
