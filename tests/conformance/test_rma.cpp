@@ -110,6 +110,36 @@ TEST_P(rma, write_then_read_back_every_size) {
   }
 }
 
+// fi_rma(3) FI_MORE: more requests follow. Writes with it, then a read
+// without it, all complete in order with the right data; and a last write
+// with FI_MORE and nothing after it still completes (within a second) while
+// the initiator only reads its CQ.
+TEST_P(rma, writes_with_fi_more_complete_with_or_without_a_request_after_them) {
+  uint64_t target[4] = {}, back = 0, src[4] = {1, 2, 3, 4};
+  uint64_t base;
+  uint64_t key = reg(target, sizeof target, FI_REMOTE_WRITE | FI_REMOTE_READ, &base, 41);
+  fi_context ctx[5];
+  for (int i = 0; i < 3; ++i) {
+    iovec iov{&src[i], sizeof src[i]};
+    fi_rma_iov rma{base + 8 * i, 8, key};
+    fi_msg_rma m{&iov, nullptr, 1, fb, &rma, 1, &ctx[i], 0};
+    ASSERT_EQ(fi_writemsg(a, &m, FI_MORE | FI_COMPLETION), 0) << i;
+  }
+  ASSERT_EQ(fi_read(a, &back, sizeof back, nullptr, fb, base + 8, key, &ctx[3]), 0);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(wait_for(&ctx[i]), 1) << i;
+  EXPECT_EQ(back, 2u);
+  EXPECT_EQ(target[0], 1u);
+  EXPECT_EQ(target[2], 3u);
+  iovec iov{&src[3], 8};
+  fi_rma_iov rma{base + 24, 8, key};
+  fi_msg_rma m{&iov, nullptr, 1, fb, &rma, 1, &ctx[4], 0};
+  ASSERT_EQ(fi_writemsg(a, &m, FI_MORE | FI_COMPLETION), 0);
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(wait_for(&ctx[4]), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_EQ(target[3], 4u);
+}
+
 TEST_P(rma, vectors_on_both_sides) {
   std::vector<char> t1(3000, 0), t2(9000, 0), s1(5000), s2(7000), r1(7000), r2(5000);
   for (size_t i = 0; i < s1.size(); ++i) s1[i] = pattern(i, 1);

@@ -259,43 +259,10 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
   t->first = 0;
   t->left = hl + len;
   const bool idle = c->state == conn_state::connected && c->tx_idle();
-  const auto frame_len = static_cast<uint32_t>(hl + len);
-  // FI_MORE (fi_msg(3)): the application says more sends follow at once;
-  // under manual progress this one waits for them, and the first send
-  // without the flag takes the whole batch out (as does a cap, or the next
-  // progress call).
-  const bool more = flags & FI_MORE;
   c->push(t);
-  bool now = false;
-  if (idle) {
-    // A send since the last progress call already went out on its own: this
-    // one and those that follow wait for the next progress call (or the
-    // caps) and leave together. Otherwise it leaves in this call, straight
-    // from the application's buffers.
-    // Only under manual progress: under automatic progress no progress call
-    // of the application's would come back for a held send.
-    if (cork_ok_ && (more || (c->sent_epoch == epoch_ && len <= cork_max_len)) && cork(*c)) {
-      c->cork_frames = 1;
-      c->cork_bytes = frame_len;
-      c->cork_more = more;
-    } else {
-      c->sent_epoch = epoch_;
-      now = true;
-    }
-  } else if (c->cork_frames) {
-    // Behind gathered frames: a large one takes them all out now, and so
-    // does reaching a cap (bounded batches, bounded iovec gathering), and
-    // the first send without FI_MORE after one with it.
-    ++c->cork_frames;
-    c->cork_bytes += frame_len;
-    now = len > cork_max_len || c->cork_frames >= cork_max_frames ||
-          c->cork_bytes >= cork_max_bytes || (c->cork_more && !more);
-    c->cork_more |= more;
-  }
+  const bool now =
+      write_now(*c, idle, flags & FI_MORE, true, len, static_cast<uint32_t>(hl + len));
   if (now) {
-    c->cork_frames = 0;
-    c->cork_bytes = 0;
-    c->cork_more = false;
     flush<Lock>(*c);
     if (c->state == conn_state::closed || c->tx_empty()) return 0;
   }
@@ -368,6 +335,47 @@ void endpoint::flush(conn& c) noexcept {
   // A local connection's socket is always writable: its stream is retried
   // on every progress call instead (progress_local).
   want_out(c, (st == conn::io::blocked && !c.local()) || c.state == conn_state::connecting);
+}
+
+bool endpoint::write_now(conn& c, bool idle, bool more, bool guess, size_t len,
+                         uint32_t frame_len) noexcept {
+  // FI_MORE (fi_msg(3), fi_rma(3), fi_atomic(3)): the application says more
+  // requests follow at once; under manual progress this one waits for them,
+  // and the first request without the flag takes the whole batch out (as
+  // does a cap, or the next progress call).
+  bool now = false;
+  if (idle) {
+    // A send since the last progress call already went out on its own: this
+    // one and those that follow wait for the next progress call (or the
+    // caps) and leave together. Otherwise it leaves in this call, straight
+    // from the application's buffers.
+    // Only under manual progress: under automatic progress no progress call
+    // of the application's would come back for a held frame.
+    if (cork_ok_ && (more || (guess && c.sent_epoch == epoch_ && len <= cork_max_len)) &&
+        cork(c)) {
+      c.cork_frames = 1;
+      c.cork_bytes = frame_len;
+      c.cork_more = more;
+      return false;
+    }
+    c.sent_epoch = epoch_;
+    now = true;
+  } else if (c.cork_frames) {
+    // Behind gathered frames: a large one takes them all out now, and so
+    // does reaching a cap (bounded batches, bounded iovec gathering), and
+    // the first request without FI_MORE after one with it.
+    ++c.cork_frames;
+    c.cork_bytes += frame_len;
+    now = len > cork_max_len || c.cork_frames >= cork_max_frames ||
+          c.cork_bytes >= cork_max_bytes || (c.cork_more && !more);
+    c.cork_more |= more;
+  }
+  if (now) {
+    c.cork_frames = 0;
+    c.cork_bytes = 0;
+    c.cork_more = false;
+  }
+  return now;
 }
 
 bool endpoint::cork(conn& c) noexcept {

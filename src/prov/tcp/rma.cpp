@@ -62,10 +62,13 @@ conn* endpoint::tx_conn(fi_addr_t dest, int* err) noexcept {
 }
 
 template <class Lock>
-void endpoint::post_request(conn& c, tx_entry* t, bool inject) noexcept {
-  bool now = c.state == conn_state::connected && c.tx_idle();
+void endpoint::post_request(conn& c, tx_entry* t, uint64_t flags) noexcept {
+  const bool idle = c.state == conn_state::connected && c.tx_idle();
   c.push(t);
-  if (now) {
+  // Requests batch only when the application says more follow: a read or
+  // fetch waits for its answer, so holding one unasked would add latency.
+  const bool inject = flags & FI_INJECT;
+  if (write_now(c, idle, flags & FI_MORE, false, t->left, static_cast<uint32_t>(t->left))) {
     flush<Lock>(c);
     if (c.state == conn_state::closed || c.tx_empty()) return;
   }
@@ -147,7 +150,7 @@ ssize_t endpoint::post_rma(const util::rma_request& r) noexcept {
   }
   t->first = 0;
   t->left = hl + f.payload_len;
-  post_request<Lock>(*c, t, r.flags & FI_INJECT);
+  post_request<Lock>(*c, t, r.flags);
   return 0;
 }
 
@@ -218,7 +221,7 @@ ssize_t endpoint::post_atomic(const util::atomic_request& r) noexcept {
   }
   t->first = 0;
   t->left = hl + f.payload_len;
-  post_request<Lock>(*c, t, r.flags & FI_INJECT);
+  post_request<Lock>(*c, t, r.flags);
   return 0;
 }
 

@@ -199,6 +199,13 @@ class endpoint : public util::endpoint_object<endpoint> {
   // with the sends that follow it, so a burst leaves in one sendmsg; false
   // when it may not (the list of corked connections is full).
   bool cork(conn& c) noexcept;
+  // Whether a frame of `frame_len` bytes (`len` of payload) just queued on
+  // `c` is written now, or waits in the connection's batch: `idle` says
+  // the connection had nothing queued before it, `more` the caller's
+  // FI_MORE, `guess` that an idle connection may batch without FI_MORE
+  // (sends: a send since the last progress call already left alone).
+  bool write_now(conn& c, bool idle, bool more, bool guess, size_t len,
+                 uint32_t frame_len) noexcept;
   // Writes what every corked connection gathered.
   template <class Lock>
   void uncork_all() noexcept;
@@ -238,9 +245,10 @@ class endpoint : public util::endpoint_object<endpoint> {
   // ---- RMA and atomics, both sides (rma.cpp) ----
   template <class Lock, bool Rdm>
   conn* tx_conn(fi_addr_t dest, int* err) noexcept;
-  // Queues an initiator's request frame (header built in t->hdr) on `c`.
+  // Queues an initiator's request frame (header built in t->hdr) on `c`;
+  // with FI_MORE in `flags` it waits for the requests that follow.
   template <class Lock>
-  void post_request(conn& c, tx_entry* t, bool inject) noexcept;
+  void post_request(conn& c, tx_entry* t, uint64_t flags) noexcept;
   template <class Lock>
   bool on_rma_header(conn& c) noexcept;
   template <class Lock>

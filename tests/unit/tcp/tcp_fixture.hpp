@@ -41,9 +41,9 @@ inline const bool short_conn_timeout = [] {
 }();
 
 // An fi_info of the tcp provider for `type` on IPv4 loopback.
-inline fi_info* loopback_info(fi_ep_type type, size_t tx_size = 0) {
+inline fi_info* loopback_info(fi_ep_type type, size_t tx_size = 0, uint64_t extra_caps = 0) {
   fi_info* hints = fi_allocinfo();
-  hints->caps = FI_MSG | FI_TAGGED;
+  hints->caps = FI_MSG | FI_TAGGED | extra_caps;
   hints->ep_attr->type = type;
   hints->addr_format = FI_SOCKADDR_IN;
   hints->tx_attr->size = tx_size;
@@ -57,8 +57,10 @@ inline fi_info* loopback_info(fi_ep_type type, size_t tx_size = 0) {
 // A fabric and domain with one CQ and AV, and RDM endpoints on them.
 struct rdm_fixture : testing::Test {
   void SetUp() override { open(0); }
+  // Capabilities beyond FI_MSG | FI_TAGGED (set before SetUp).
+  uint64_t extra_caps = 0;
   void open(size_t tx_size) {
-    info = loopback_info(FI_EP_RDM, tx_size);
+    info = loopback_info(FI_EP_RDM, tx_size, extra_caps);
     ASSERT_NE(info, nullptr);
     ASSERT_EQ(weft_tcp_provider()->fabric(info->fabric_attr, &fabric, nullptr), 0);
     ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);

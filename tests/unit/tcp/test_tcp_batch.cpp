@@ -9,6 +9,9 @@
 // belong, in a posted buffer or an unexpected one.
 #include "tcp_fixture.hpp"
 
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_rma.h>
+
 #include <string>
 #include <thread>
 
@@ -24,6 +27,7 @@ struct seen_frame {
 class batch : public rdm_fixture {
  protected:
   void SetUp() override {
+    extra_caps = FI_RMA | FI_ATOMIC;
     rdm_fixture::SetUp();
     ep = open_ep(&self, &name);
     ASSERT_NE(ep, nullptr);
@@ -146,6 +150,47 @@ TEST_F(batch, fi_more_holds_sends_until_one_without_it) {
     EXPECT_EQ(got[i].payload, msgs[i]);
   }
   EXPECT_EQ(send_completions(msgs.size()).size(), msgs.size());
+}
+
+TEST_F(batch, fi_more_holds_rma_and_atomic_requests_until_one_without_it) {
+  // fi_rma(3) and fi_atomic(3) give FI_MORE the same meaning: writes with
+  // it wait, and the first request without it (an atomic here) takes them
+  // all out, in order, with no progress call.
+  uint64_t src[3] = {11, 22, 33};
+  fi_context ctx[4];
+  for (int i = 0; i < 3; ++i) {
+    iovec iov{&src[i], sizeof src[i]};
+    fi_rma_iov rma{0x1000u + 8u * i, sizeof src[i], 77};
+    fi_msg_rma m{&iov, nullptr, 1, to, &rma, 1, &ctx[i], 0};
+    ASSERT_EQ(fi_writemsg(ep, &m, FI_MORE | FI_COMPLETION), 0) << i;
+    EXPECT_EQ(read(1, false, 50).size(), 0u) << "write " << i << " with FI_MORE was written";
+  }
+  uint64_t operand = 5;
+  fi_ioc ioc{&operand, 1};
+  fi_rma_ioc rioc{0x2000, 1, 77};
+  fi_msg_atomic am{&ioc, nullptr, 1, to, &rioc, 1, FI_UINT64, FI_SUM, &ctx[3], 0};
+  ASSERT_EQ(fi_atomicmsg(ep, &am, FI_COMPLETION), 0);
+  std::vector<seen_frame> got = read(4, false, 2000);
+  ASSERT_EQ(got.size(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(got[i].f.op, proto::op::rma_write) << i;
+    EXPECT_EQ(got[i].f.iov[0].addr, 0x1000u + 8u * i);
+    EXPECT_EQ(got[i].payload, std::string(reinterpret_cast<const char*>(&src[i]), 8));
+  }
+  EXPECT_EQ(got[3].f.op, proto::op::atomic_write);
+}
+
+TEST_F(batch, an_rma_request_without_fi_more_is_written_at_once) {
+  // Without FI_MORE a request is not held, even right after another one:
+  // a read waits for its answer, and guessing would only add latency.
+  uint64_t dst[2] = {};
+  fi_context ctx[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(fi_read(ep, &dst[i], sizeof dst[i], nullptr, to, 0x3000, 77, &ctx[i]), 0);
+    std::vector<seen_frame> got = read(1, false, 2000);
+    ASSERT_EQ(got.size(), 1u) << "read " << i << " was held";
+    EXPECT_EQ(got[0].f.op, proto::op::rma_read_req);
+  }
 }
 
 TEST_F(batch, a_large_send_takes_the_gathered_ones_out_at_once) {
