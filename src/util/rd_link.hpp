@@ -31,6 +31,15 @@
 //    nothing has been acknowledged for config::peer_timeout_ns while data is
 //    in flight, tick answers `dead`: the provider fails what it owed the peer
 //    and calls reset().
+//  * No room. A receiver that cannot take the next datagram now (no receive
+//    entry, unexpected data at its bound, a full CQ) calls refuse(): its
+//    acknowledgements then advertise a window of 0, which tells the sender
+//    "alive, but hold on". The sender counts such an answer as a sign of
+//    life (no peer timeout while it comes), sends nothing new and probes
+//    with its oldest datagram only, at its retransmission timeout (at most
+//    a quarter of the peer timeout). When room may have come, the receiver
+//    calls reopen(): the acknowledgement it owes then opens the window
+//    again and the sender resends at once.
 //  * Incarnations are per link (start, reset): a link declared dead starts
 //    again under a new epoch, so the peer, if it still lives, sees a new
 //    incarnation and drops what it had half-received from the old one.
@@ -114,8 +123,12 @@ class link {
 
   // ---- sending ----
   bool window_open() const noexcept {
+    // A peer without room gets nothing new; the oldest datagram probes it.
+    if (peer_held_) return false;
     return next_ - una_ < std::min(cfg_window_, peer_window_);
   }
+  // The peer said it has no room for what we sent (refuse() on its side).
+  bool peer_held() const noexcept { return peer_held_; }
   bool in_flight() const noexcept { return next_ != una_; }
   uint32_t in_flight_count() const noexcept { return next_ - una_; }
   // The header of the next data datagram (this link's numbers and our ack).
@@ -175,10 +188,23 @@ class link {
       // Acknowledgements count only from a peer that knows which of our
       // incarnations it answers.
       if (seq_before(next_, h.ack)) return verdict::invalid;  // acknowledges data never sent
-      peer_window_ = std::clamp<uint32_t>(h.window, 1, max_window);
+      if (h.window == 0) {
+        // Alive, without room: no timeout while it answers so.
+        peer_held_ = true;
+        progress_ns_ = now;
+      } else {
+        peer_window_ = std::clamp<uint32_t>(h.window, 1, max_window);
+        if (peer_held_) {
+          // Room again, perhaps: the oldest datagram goes now, not at the
+          // next timeout, and the rest once it is taken (take_ack).
+          peer_held_ = false;
+          if (in_flight()) fast_resend_ = resuming_ = true;
+        }
+      }
       if (seq_before(una_, h.ack)) {
         take_ack(h.ack, now, acked);
-      } else if (h.ack == una_ && in_flight() && h.kind == uint8_t(kind::ack)) {
+      } else if (h.ack == una_ && in_flight() && h.kind == uint8_t(kind::ack) && h.window) {
+        // (An answer of "no room" is no sign of loss.)
         if (++dup_acks_ == dup_acks_limit_) fast_resend_ = true;
       }
     }
@@ -190,6 +216,21 @@ class link {
   // The datagram receive() answered `deliver` for has been taken.
   void consumed() noexcept {
     ++expect_;
+    ack_due_ = true;
+    refusing_ = false;
+  }
+  // The datagram receive() answered `deliver` for cannot be taken now: the
+  // acknowledgement owed says so (window 0), and the peer holds on.
+  void refuse() noexcept {
+    refusing_ = true;
+    ack_due_ = true;
+  }
+  bool refusing() const noexcept { return refusing_; }
+  // Room may have come since refuse(): the acknowledgement owed now opens
+  // the peer's window, and it resends at once.
+  void reopen() noexcept {
+    if (!refusing_) return;
+    refusing_ = false;
     ack_due_ = true;
   }
 
@@ -212,7 +253,14 @@ class link {
     if (now - progress_ns_ >= peer_timeout_ns_) return tick_result::dead;
     const bool timeout = now >= ring_[una_ & mask_].sent_ns + uint64_t(rto_us_) * 1000;
     if (!timeout && !fast_resend_) return tick_result::ok;
-    if (timeout) rto_us_ = std::min(rto_us_ * 2, rto_max_us_);  // back off
+    if (timeout) {
+      // Back off; a held peer is probed often enough to hear it answer
+      // within its timeout.
+      rto_us_ = std::min(rto_us_ * 2, rto_max_us_);
+      if (peer_held_)
+        rto_us_ = std::max<uint32_t>(
+            1, std::min<uint64_t>(rto_us_, peer_timeout_ns_ / 4000));
+    }
     fast_resend_ = false;
     dup_acks_ = 0;
     for (uint32_t s = una_; s != next_; ++s) {
@@ -220,6 +268,7 @@ class link {
       f.resent = true;
       f.sent_ns = now;
       if (!resend(f, s)) break;  // the socket is full: the rest waits for the next timeout
+      if (peer_held_ || resuming_) break;  // one probe is enough
     }
     return tick_result::ok;
   }
@@ -246,7 +295,7 @@ class link {
     next_ = una_ = expect_ = 0;
     peer_epoch_ = 0;
     peer_window_ = min_window;
-    ack_due_ = fast_resend_ = false;
+    ack_due_ = fast_resend_ = refusing_ = peer_held_ = resuming_ = false;
     dup_acks_ = 0;
     srtt_us_ = rttvar_us_ = 0;
   }
@@ -280,7 +329,7 @@ class link {
     h.to_epoch = peer_epoch_;
     h.seq = 0;
     h.ack = expect_;
-    h.window = cfg_window_;
+    h.window = refusing_ ? 0 : cfg_window_;
     h.bytes = 0;
     h.reserved = 0;
   }
@@ -298,6 +347,12 @@ class link {
     progress_ns_ = now;
     dup_acks_ = 0;
     fast_resend_ = false;
+    if (resuming_) {
+      // The probe after a hold was taken: the rest of what is in flight
+      // (dropped by the peer as out of order) goes again at once.
+      resuming_ = false;
+      fast_resend_ = in_flight();
+    }
     if (sample)
       measured(now - sample_sent);
     else
@@ -324,6 +379,9 @@ class link {
   uint64_t progress_ns_ = 0;  // when the peer last acknowledged something (or we started waiting)
   bool ack_due_ = false;
   bool fast_resend_ = false;
+  bool refusing_ = false;   // we could not take the peer's next datagram (refuse)
+  bool peer_held_ = false;  // the peer could not take ours (it advertised window 0)
+  bool resuming_ = false;   // it reopened: one probe until it takes something
 };
 
 }  // namespace weft::util::rd

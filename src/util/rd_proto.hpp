@@ -13,7 +13,10 @@
 //          ping-pong needs no separate acknowledgement.
 //   ack    nothing but the acknowledgement: every datagram of the reverse
 //          stream numbered below `ack` has arrived, and the receiver takes
-//          `window` more beyond it.
+//          `window` more beyond it. A window of 0 says the receiver is alive
+//          but has no room for datagram `ack` now (no receive, unexpected
+//          data at its bound, a full CQ): the sender holds on and probes.
+//          (Earlier weft versions never send 0, and read it as 1.)
 //
 // Incarnations. Each endpoint picks a random non-zero `epoch` when it opens.
 // A receiver keeps the epoch of each peer's stream; a datagram with another
@@ -62,7 +65,7 @@ struct dgram {
   uint32_t to_epoch;   // the receiver's incarnation as the sender knows it, 0: unknown
   uint32_t seq;        // data: this datagram's number; ack: 0
   uint32_t ack;        // the next number the sender expects on the reverse stream
-  uint32_t window;     // datagrams the sender takes beyond `ack`
+  uint32_t window;     // datagrams the sender takes beyond `ack`; 0: none now (held)
   uint32_t bytes;      // payload bytes in this datagram (after the msg header, if any)
   uint32_t reserved;   // 0
 };

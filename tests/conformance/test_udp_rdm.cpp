@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <random>
@@ -444,6 +445,61 @@ TEST(udp_rdm, a_peer_restarted_on_the_same_port_is_heard_afresh) {
     s.eps.pop_back();
     ASSERT_EQ(fi_close(&b->fid), 0);
   }
+}
+
+// A receiver that is alive but has no room (no receive posted and its
+// unexpected data at FI_UDP_RDM_UNEXP_LIMIT) for longer than the peer
+// timeout: its sender waits and is not told the peer died. Once receives
+// are posted everything arrives, promptly and in order. ctest's
+// conformance.udp_rdm_no_room sets a 64 KiB bound and a 500 ms timeout.
+TEST(udp_rdm, a_receiver_without_room_is_waited_for_not_declared_dead) {
+  const char* limit = std::getenv("FI_UDP_RDM_UNEXP_LIMIT");
+  const char* timeout = std::getenv("FI_UDP_RDM_PEER_TIMEOUT_MS");
+  if (!limit || !timeout || std::atol(limit) <= 0 || std::atol(limit) > (1 << 20) ||
+      std::atol(timeout) <= 0 || std::atol(timeout) > 2000)
+    GTEST_SKIP() << "needs FI_UDP_RDM_UNEXP_LIMIT <= 1 MiB and FI_UDP_RDM_PEER_TIMEOUT_MS <= 2 s "
+                    "(ctest's conformance.udp_rdm_no_room)";
+  const auto peer_timeout = std::chrono::milliseconds(std::atol(timeout));
+  const size_t len = size_t(std::atol(limit)) / 2;  // two fit, the rest wait
+  stack s;
+  ASSERT_TRUE(s.dom);
+  fid_ep* a = s.endpoint();
+  fid_ep* b = s.endpoint();
+  ASSERT_TRUE(a && b);
+  fi_addr_t fb = s.insert(s.name(b));
+  constexpr int n = 8;
+  std::vector<std::vector<char>> out, in(n);
+  fi_context sctx[n], rctx[n];
+  for (int i = 0; i < n; ++i) {
+    out.push_back(pattern(len, unsigned(i)));
+    ASSERT_EQ(fi_tsend(a, out[i].data(), len, nullptr, fb, uint64_t(i), &sctx[i]), 0);
+  }
+  // Four peer timeouts with no receive posted, both sides progressing.
+  auto until = clock_type::now() + 4 * peer_timeout;
+  while (clock_type::now() < until) {
+    fi_cq_tagged_entry e[8];
+    ssize_t got = fi_cq_read(s.cq, e, 8);
+    if (got == -FI_EAVAIL) {
+      fi_cq_err_entry ee{};
+      fi_cq_readerr(s.cq, &ee, 0);
+      FAIL() << "a send to a live receiver failed: " << fi_strerror(ee.err);
+    }
+    for (ssize_t k = 0; k < got; ++k) s.done.push_back(e[k]);
+  }
+  EXPECT_LT(s.done.size(), size_t(n)) << "more arrived than the receiver had room for";
+  auto posted = clock_type::now();
+  for (int i = 0; i < n; ++i) {
+    in[i].assign(len, 0);
+    ASSERT_EQ(fi_trecv(b, in[i].data(), len, nullptr, FI_ADDR_UNSPEC, uint64_t(i), 0, &rctx[i]),
+              0);
+  }
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(s.wait_for(&rctx[i], nullptr, 10), 1) << "receive " << i;
+    ASSERT_EQ(s.wait_for(&sctx[i], nullptr, 10), 1) << "send " << i;
+    EXPECT_EQ(in[i], out[i]) << i;
+  }
+  // Told of the room: not left to find it at a timeout.
+  EXPECT_LT(clock_type::now() - posted, peer_timeout);
 }
 
 // ---- RMA and atomics ----

@@ -132,6 +132,7 @@ struct rdm_peer {
   bool rx_unexp = false;
   bool rx_dropped = false;          // no entry: its datagrams are acknowledged and dropped
   bool ack_listed = false;
+  bool refused_listed = false;      // in the endpoint's refused_ list
 
   // Something of it is half-received, or answers of it are owed to us.
   bool waited_for() const noexcept { return rx || rma || awaiting; }
@@ -348,6 +349,22 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   std::vector<rdm_peer*> by_fi_;
   std::vector<rdm_peer*> busy_;      // peers with something in flight or unsent
   std::vector<rdm_peer*> ack_list_;  // peers owed an acknowledgement
+  // Peers whose next datagram we could not take (no receive entry,
+  // unexpected data at its bound, a full CQ): told "no room" (rd::link::
+  // refuse) and told again when room may have come: a receive was posted
+  // or unexpected data was taken (room_ moved), or nudge_ns passed.
+  std::vector<rdm_peer*> refused_;
+  std::atomic<bool> refusing_{false};  // refused_ is not empty: posting bumps room_
+  std::atomic<uint32_t> room_{0};
+  uint32_t room_seen_ = 0;
+  uint64_t nudged_ns_ = 0;
+  static constexpr uint64_t nudge_ns = 10'000'000;
+  // A receive was posted or unexpected data freed while a peer waits for room.
+  void room_made() noexcept {
+    if (refusing_.load(std::memory_order_relaxed)) room_.fetch_add(1, std::memory_order_relaxed);
+  }
+  template <class Lock>
+  void reopen_refused(uint64_t now) noexcept;
   // Transmit entries: tx_size_ of them, allocated at open.
   std::unique_ptr<rdm_tx[]> tx_pool_;
   rdm_tx* tx_free_ = nullptr;

@@ -493,6 +493,7 @@ void rdm_endpoint::free_unexp(rdm_unexp* b) noexcept {
   if (!b) return;
   unexp_bytes_.fetch_sub(b->len, std::memory_order_relaxed);
   std::free(b);
+  room_made();
 }
 
 template <class Lock>
@@ -633,6 +634,7 @@ int rdm_endpoint::discard(fi_peer_rx_entry* e) noexcept {
 template <class Lock>
 ssize_t rdm_endpoint::post_msg(const iovec* iov, void** desc, size_t count, fi_addr_t src,
                                void* context, uint64_t flags) noexcept {
+  room_made();
   return srx_->post_msg<Lock>(iov, desc, count, src, context, flags);
 }
 
@@ -640,7 +642,25 @@ template <class Lock>
 ssize_t rdm_endpoint::post_tag(const iovec* iov, void** desc, size_t count, fi_addr_t src,
                                uint64_t tag, uint64_t ignore, void* context,
                                uint64_t flags) noexcept {
+  room_made();
   return srx_->post_tag<Lock>(iov, desc, count, src, tag, ignore, context, flags);
+}
+
+template <class Lock>
+void rdm_endpoint::reopen_refused(uint64_t now) noexcept {
+  const uint32_t room = room_.load(std::memory_order_relaxed);
+  if (room == room_seen_ && now - nudged_ns_ < nudge_ns) return;
+  room_seen_ = room;
+  nudged_ns_ = now;
+  refusing_.store(false, std::memory_order_relaxed);
+  // Each peer resends one datagram: taken now, or refused again (and
+  // listed again) at the cost of that datagram and its answer.
+  for (rdm_peer* p : refused_) {
+    p->refused_listed = false;
+    p->link.reopen();
+    if (p->link.ack_due()) send_ack(*p);
+  }
+  refused_.clear();
 }
 
 template <class Lock>
@@ -665,7 +685,22 @@ void rdm_endpoint::on_datagram(const std::byte* buf, size_t n, const sockaddr_st
   p->heard_ns = now;
   switch (r) {
     case rd::verdict::deliver:
-      if (take_data<Lock>(*p, v)) p->link.consumed();
+      if (take_data<Lock>(*p, v)) {
+        p->link.consumed();
+      } else {
+        // No room now: the peer holds on, and hears when room may have come.
+        p->link.refuse();
+        if (!p->refused_listed) {
+          try {
+            refused_.push_back(p);
+            p->refused_listed = true;
+            if (refused_.size() == 1) nudged_ns_ = now;
+            refusing_.store(true, std::memory_order_relaxed);
+          } catch (const std::bad_alloc&) {
+            // Unlisted, it is not told of room: its probes find it.
+          }
+        }
+      }
       break;
     case rd::verdict::invalid:
       WEFT_WARN(&provider(), FI_LOG_EP_DATA,
@@ -715,6 +750,7 @@ void rdm_endpoint::progress() noexcept {
     if (p->link.ack_due()) send_ack(*p);
   }
   ack_list_.clear();
+  if (!refused_.empty()) reopen_refused<Lock>(now);
   for (size_t i = 0; i < busy_.size();) {
     rdm_peer* p = busy_[i];
     if (p->link.in_flight()) {

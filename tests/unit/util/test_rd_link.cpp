@@ -56,6 +56,7 @@ struct node {
   bool receiving = false;
   size_t max_in_flight = 0;
   bool alive = true;
+  bool full = false;  // no room: every deliverable datagram is refused
 
   node(int i, uint32_t e, const config& c) : id(i), epoch(e) {
     l.configure(c);
@@ -113,7 +114,9 @@ struct node {
       if (f.flags & flag_last) ++acked_msgs;
     };
     verdict r = l.receive(v, now, acked);
-    if (r == verdict::deliver) {
+    if (r == verdict::deliver && full) {
+      l.refuse();
+    } else if (r == verdict::deliver) {
       if (v.h.flags & flag_first) {
         ASSERT_FALSE(receiving) << "a message began inside another";
         receiving = true;
@@ -264,6 +267,61 @@ TEST(rd_link, a_silent_peer_is_declared_dead_within_the_timeout) {
   EXPECT_EQ(failed, 5u);
   a.l.reset(7);
   EXPECT_FALSE(a.l.in_flight());
+}
+
+// A receiver with no room answers "hold on" (window 0): its sender sends
+// nothing new, probes with one datagram at a time, and does not take the
+// peer for dead however long it lasts. When the receiver reopens, the
+// sender resends at once and everything arrives.
+TEST(rd_link, a_receiver_without_room_holds_its_sender_without_killing_it) {
+  network net;
+  config c = fast();  // peer timeout 2 s, RTO at most 50 ms
+  node a(0, 1, c), b(1, 2, c);
+  b.full = true;
+  // All of it in flight at once (16 datagrams, a window of 32): nothing new
+  // to send that would make the receiver answer by itself.
+  constexpr unsigned m = 2;
+  for (unsigned i = 0; i < m; ++i) a.outbox.push_back(pattern(8000, i));
+  uint64_t now = 0;
+  node* n[2] = {&a, &b};
+  auto step = [&] {
+    now += 50'000;
+    a.pump(net, 1, now);
+    while (!net.q.empty()) {
+      auto p = std::move(net.q.front());
+      net.q.pop_front();
+      n[p.to]->on(net, 1 - p.to, p.data, now);
+    }
+    return a.tick(net, 1, now);
+  };
+  // Three peer timeouts without room.
+  for (uint64_t t = 0; t < 3 * c.peer_timeout_ns; t += 50'000)
+    ASSERT_NE(step(), tick_result::dead) << "at " << now / 1'000'000 << " ms";
+  EXPECT_TRUE(a.l.peer_held());
+  EXPECT_FALSE(a.l.window_open());
+  EXPECT_TRUE(b.inbox.empty());
+  // One window at first, then single probes: far fewer than resending the
+  // whole window at every timeout (go-back-N) would send.
+  const size_t held_sent = net.sent;
+  EXPECT_LT(held_sent, 2 * 16u + 3 * 2000 / 50 * 2 + 20) << "probes while held";
+  // Room comes just after a probe (the next one is a timeout away): the
+  // receiver says so, and the sender does not wait for that timeout.
+  for (size_t before = net.sent; net.sent == before;) {
+    before = net.sent;
+    ASSERT_NE(step(), tick_result::dead);
+  }
+  ASSERT_NE(step(), tick_result::dead);  // the probe refused, its answer heard
+  ASSERT_TRUE(net.q.empty());
+  b.full = false;
+  b.l.reopen();
+  ASSERT_TRUE(b.l.ack_due());
+  b.ack(net, 0);
+  uint64_t reopened = now;
+  while (b.inbox.size() < m && now - reopened < 1'000'000'000) ASSERT_NE(step(), tick_result::dead);
+  ASSERT_EQ(b.inbox.size(), m);
+  for (unsigned i = 0; i < m; ++i) EXPECT_EQ(b.inbox[i], a.outbox[i]);
+  EXPECT_LT(now - reopened, 5'000'000u) << "resumed at a timeout, not at once";
+  EXPECT_FALSE(a.l.peer_held());
 }
 
 TEST(rd_link, the_retransmission_timer_backs_off) {
