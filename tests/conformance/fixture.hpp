@@ -72,15 +72,24 @@ class provider_test : public testing::TestWithParam<config> {
     return av;
   }
   // An enabled endpoint bound to `cq` (both directions) and the AV, with its
-  // own address inserted; returns its fi_addr in `self`.
-  fid_ep* open_ep(fid_cq* cq, fi_addr_t* self) {
+  // own address inserted; returns its fi_addr in `self`. `also` (a shared
+  // context, a counter) is bound too when given, with `also_flags`; `i`
+  // replaces the fixture's info; with `enabled`, fi_enable's result goes
+  // there instead of being expected 0 (and a failed endpoint is returned
+  // unnamed).
+  fid_ep* open_ep(fid_cq* cq, fi_addr_t* self, fid* also = nullptr, const fi_info* i = nullptr,
+                  int* enabled = nullptr, uint64_t also_flags = 0) {
     fid_ep* ep = nullptr;
-    EXPECT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
+    EXPECT_EQ(fi_endpoint(domain, const_cast<fi_info*>(i ? i : info), &ep, nullptr), 0);
     if (!ep) return nullptr;
     eps.push_back(ep);
     EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
     EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
-    EXPECT_EQ(fi_enable(ep), 0);
+    if (also) { EXPECT_EQ(fi_ep_bind(ep, also, also_flags), 0); }
+    int ret = fi_enable(ep);
+    if (enabled) *enabled = ret;
+    else EXPECT_EQ(ret, 0);
+    if (ret) return ep;
     char name[128];
     size_t len = sizeof name;
     EXPECT_EQ(fi_getname(&ep->fid, name, &len), 0);

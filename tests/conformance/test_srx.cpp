@@ -45,19 +45,7 @@ class srx : public provider_test {
 
   // An enabled endpoint on its own CQ, bound to `shared` when given.
   fid_ep* open_rx_ep(fid_cq* cq, fid_ep* shared, fi_addr_t* self) {
-    fid_ep* ep = nullptr;
-    EXPECT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
-    if (!ep) return nullptr;
-    eps.push_back(ep);
-    EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-    EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
-    if (shared) { EXPECT_EQ(fi_ep_bind(ep, &shared->fid, 0), 0); }
-    EXPECT_EQ(fi_enable(ep), 0);
-    char name[128];
-    size_t len = sizeof name;
-    EXPECT_EQ(fi_getname(&ep->fid, name, &len), 0);
-    EXPECT_EQ(fi_av_insert(av, name, 1, self, 0, nullptr), 1);
-    return ep;
+    return open_ep(cq, self, shared ? &shared->fid : nullptr);
   }
 
   // Two senders on one CQ, two receivers B and C each on its own CQ, both

@@ -62,26 +62,10 @@ class stx : public provider_test {
   }
 
   // An endpoint of `i` (the fixture's info when null) on `cq`, bound to
-  // `shared` when given, enabled (the result of fi_enable in *enabled), with
-  // its own address inserted in the AV.
+  // `shared` when given (fixture.hpp's open_ep).
   fid_ep* open_tx_ep(fid_cq* cq, fid_stx* shared, fi_addr_t* self, const fi_info* i = nullptr,
                      int* enabled = nullptr) {
-    fid_ep* ep = nullptr;
-    EXPECT_EQ(fi_endpoint(domain, const_cast<fi_info*>(i ? i : info), &ep, nullptr), 0);
-    if (!ep) return nullptr;
-    eps.push_back(ep);
-    EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-    EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
-    if (shared) { EXPECT_EQ(fi_ep_bind(ep, &shared->fid, 0), 0); }
-    int ret = fi_enable(ep);
-    if (enabled) *enabled = ret;
-    else EXPECT_EQ(ret, 0);
-    if (ret) return ep;
-    char name[128];
-    size_t len = sizeof name;
-    EXPECT_EQ(fi_getname(&ep->fid, name, &len), 0);
-    EXPECT_EQ(fi_av_insert(av, name, 1, self, 0, nullptr), 1);
-    return ep;
+    return open_ep(cq, self, shared ? &shared->fid : nullptr, i, enabled);
   }
 
   // The fixture's info asking for a shared transmit context.

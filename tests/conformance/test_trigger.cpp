@@ -64,21 +64,7 @@ class trigger : public provider_test {
   // `cntr_flags` when given, opened from `i` (default: the test's info).
   fid_ep* open_ep_with(fid_cq* cq, fi_addr_t* self, fid_cntr* cntr = nullptr,
                        uint64_t cntr_flags = 0, fi_info* i = nullptr) {
-    fid_ep* ep = nullptr;
-    EXPECT_EQ(fi_endpoint(domain, i ? i : info, &ep, nullptr), 0);
-    if (!ep) return nullptr;
-    eps.push_back(ep);
-    EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-    if (cntr) {
-      EXPECT_EQ(fi_ep_bind(ep, &cntr->fid, cntr_flags), 0);
-    }
-    EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
-    EXPECT_EQ(fi_enable(ep), 0);
-    char name[128];
-    size_t len = sizeof name;
-    EXPECT_EQ(fi_getname(&ep->fid, name, &len), 0);
-    EXPECT_EQ(fi_av_insert(av, name, 1, self, 0, nullptr), 1);
-    return ep;
+    return open_ep(cq, self, cntr ? &cntr->fid : nullptr, i, nullptr, cntr_flags);
   }
 
   // Completions read from `cq` until `want` arrived or `ms` passed.
