@@ -32,7 +32,12 @@ int endpoint2(fid_domain* d, fi_info* info, fid_ep** ep, uint64_t flags, void* c
   if (flags) return to_fi(errc::badflags);
   return endpoint(d, info, ep, context);
 }
-int scalable_ep(fid_domain*, fi_info*, fid_ep**, void*) noexcept { return to_fi(errc::nosys); }
+int scalable_ep(fid_domain* d, fi_info*, fid_ep**, void*) noexcept {
+  // Not offered: every provider answers max_ep_tx_ctx = max_ep_rx_ctx = 1.
+  WEFT_WARN(self(d)->provider(), FI_LOG_DOMAIN,
+            "fi_scalable_ep: scalable endpoints are not offered (max_ep_tx_ctx 1)");
+  return to_fi(errc::nosys);
+}
 int cntr_open(fid_domain* d, fi_cntr_attr* attr, fid_cntr** out, void* context) noexcept {
   return cntr::open(*self(d), attr, out, context);
 }

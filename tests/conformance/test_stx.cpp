@@ -6,6 +6,7 @@
 // (domain_attr->max_ep_stx_ctx above 0), and tx_ctx_cnt = FI_SHARED_CONTEXT
 // in the hints is answered as asked.
 #include "fixture.hpp"
+#include "log_recorder.hpp"
 
 #include <rdma/fi_tagged.h>
 
@@ -318,6 +319,35 @@ TEST_P(stx, no_more_endpoints_than_max_ep_stx_ctx) {
   EXPECT_EQ(fi_close(&eps.front()->fid), 0);
   eps.erase(eps.begin());
   EXPECT_EQ(fi_ep_bind(one_more, &s->fid, 0), 0);
+}
+
+// Scalable endpoints are not offered yet: the domain says so
+// (max_ep_tx_ctx / max_ep_rx_ctx 1), hints asking for more contexts or
+// FI_NAMED_RX_CTX find nothing, and fi_scalable_ep is -FI_ENOSYS with one
+// log line saying why.
+TEST_P(stx, scalable_endpoints_are_refused_honestly) {
+  EXPECT_EQ(info->domain_attr->max_ep_tx_ctx, 1u);
+  EXPECT_EQ(info->domain_attr->max_ep_rx_ctx, 1u);
+  EXPECT_EQ(info->caps & FI_NAMED_RX_CTX, 0u);
+  const bool ip = is_ip_format(info->addr_format);
+  for (int ask = 0; ask < 2; ++ask) {
+    SCOPED_TRACE(ask ? "FI_NAMED_RX_CTX" : "tx_ctx_cnt 2");
+    fi_info* h = fi_dupinfo(hints);
+    if (ask) h->caps |= FI_NAMED_RX_CTX;
+    else h->ep_attr->tx_ctx_cnt = 2;
+    fi_info* got = nullptr;
+    EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), ip ? "127.0.0.1" : nullptr, nullptr,
+                         ip ? FI_SOURCE : 0, h, &got),
+              -FI_ENODATA);
+    fi_freeinfo(got);
+    fi_freeinfo(h);
+  }
+  recorder rec;
+  ASSERT_EQ(rec.ret, 0);
+  fid_ep* sep = nullptr;
+  EXPECT_EQ(fi_scalable_ep(domain, info, &sep, nullptr), -FI_ENOSYS);
+  EXPECT_EQ(sep, nullptr);
+  EXPECT_EQ(rec.with("fi_scalable_ep").size(), 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(all, stx, testing::ValuesIn(all_configs), config_name);
