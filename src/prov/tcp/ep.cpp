@@ -13,6 +13,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 namespace weft::tcp {
 
@@ -298,8 +299,12 @@ void endpoint::retire_receives() noexcept {
     if (!c->rx || c->rx_unexp) continue;
     fail_rx<Lock>(std::exchange(c->rx, nullptr), FI_ECANCELED);
   }
-  // Messages queued at the context are withdrawn (free_entry on a queued
-  // entry, srx.hpp): no receive of the context will take them.
+  // Messages queued at the context are withdrawn: no receive of the context
+  // will take them. One a receive took meanwhile (a thread posting to the
+  // context) is being finished by its start_* / discard_*, which unlists it:
+  // wait for that (it takes no lock held here). The context's engine locks
+  // here whatever the policy: a control path.
+  util::srx& engine = app_srx_->engine();
   for (;;) {
     fi_peer_rx_entry* e;
     unexp_buf* b;
@@ -308,9 +313,11 @@ void endpoint::retire_receives() noexcept {
       if (!(b = queued_)) break;
       e = b->queued;
     }
-    e->peer_context = nullptr;
-    free_unexp<Lock>(b);  // unlists it
-    rx_.free_entry<Lock>(e);
+    if (engine.withdraw<util::mutex_lock>(e)) {
+      free_unexp<Lock>(b);  // unlists it
+      continue;
+    }
+    std::this_thread::yield();
   }
 }
 
