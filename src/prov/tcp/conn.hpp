@@ -257,9 +257,9 @@ class conn {
   alignas(8) std::byte ctrl_[proto::max_hdr_len + proto::cm_data_max];
 };
 
-// An unexpected message's buffer, in peer_context of its srx entry.
 class endpoint;
 
+// An unexpected message's buffer, in peer_context of its srx entry.
 struct unexp_buf {
   static constexpr size_t small = 4096;  // pooled size class
   unexp_buf* next;  // the free list
