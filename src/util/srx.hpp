@@ -293,6 +293,13 @@ class srx {
   }
   template <class Lock>
   void free_entry(fi_peer_rx_entry* e) noexcept;
+  // A peer endpoint closing takes back a message it queued, only if no
+  // receive has taken it: true when withdrawn (the entry is released), false
+  // when a receive matched it and its start_* / discard_* is running or
+  // about to (free_entry cannot tell the two apart: it would release an
+  // entry start_* is given).
+  template <class Lock>
+  bool withdraw(fi_peer_rx_entry* e) noexcept;
   template <class Lock>
   void foreach_unspec_addr(fi_addr_t (*get_addr)(fi_peer_rx_entry*)) noexcept;
 

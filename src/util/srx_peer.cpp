@@ -255,6 +255,27 @@ void srx::free_entry(fi_peer_rx_entry* e) noexcept {
   }
 }
 
+template <class Lock>
+bool srx::withdraw(fi_peer_rx_entry* e) noexcept {
+  srx_entry& m = *srx_entry::from(e);
+  [[maybe_unused]] auto g = guard<Lock>();
+  switch (m.state) {
+    case srx_state::unexp_pending:
+    case srx_state::unexp_ready:
+      rx_queue::unlink(e);
+      --unexpected_;
+      break;
+    case srx_state::claimed:
+      rx_queue::unlink(e);
+      --claimed_count_;
+      break;
+    default:
+      return false;
+  }
+  release(&m);
+  return true;
+}
+
 // fi_peer(3): a peer's AV gained addresses; the peer names the source of
 // each message queued from an unknown one.
 template <class Lock>
@@ -269,6 +290,7 @@ void srx::foreach_unspec_addr(fi_addr_t (*get_addr)(fi_peer_rx_entry*)) noexcept
                                fi_peer_rx_entry**) noexcept;             \
   template int srx::queue<L>(fi_peer_rx_entry*, bool) noexcept;          \
   template void srx::free_entry<L>(fi_peer_rx_entry*) noexcept;          \
+  template bool srx::withdraw<L>(fi_peer_rx_entry*) noexcept;            \
   template void srx::foreach_unspec_addr<L>(fi_addr_t(*)(fi_peer_rx_entry*)) noexcept;
 
 WEFT_SRX_INSTANTIATE(null_lock)

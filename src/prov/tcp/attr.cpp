@@ -98,7 +98,8 @@ fi_domain_attr dom = [] {
   d.max_ep_rx_ctx = 1;
   // fi_stx_context: every endpoint of the domain may share one (util::stx_ctx).
   d.max_ep_stx_ctx = d.ep_cnt;
-  d.max_ep_srx_ctx = 0;
+  // fi_srx_context: every endpoint of the domain may share one (util::srx_ctx).
+  d.max_ep_srx_ctx = d.ep_cnt;
   d.cntr_cnt = 256;
   d.mr_iov_limit = 4;
   d.caps = FI_LOCAL_COMM | FI_REMOTE_COMM;

@@ -257,10 +257,21 @@ class conn {
   alignas(8) std::byte ctrl_[proto::max_hdr_len + proto::cm_data_max];
 };
 
+class endpoint;
+
 // An unexpected message's buffer, in peer_context of its srx entry.
 struct unexp_buf {
   static constexpr size_t small = 4096;  // pooled size class
-  unexp_buf* next;
+  unexp_buf* next;  // the free list
+  // The endpoint the message arrived on: the srx peer callbacks find it here
+  // (under a shared receive context the face's context is the context).
+  endpoint* ep;
+  // Under a shared receive context, the endpoint's list of messages queued
+  // at the owner (under its aux_), withdrawn when it closes; `queued` is the
+  // entry while listed, else null.
+  fi_peer_rx_entry* queued;
+  unexp_buf* q_prev;
+  unexp_buf* q_next;
   size_t cap;  // bytes of data; `small` for pooled buffers
   size_t len;  // the message's bytes
   // RDM: who sent it, so that a message queued while its sender was not in

@@ -36,6 +36,20 @@ int query_atomic(util::domain&, int datatype, int op, fi_atomic_attr* attr,
   return util::query_atomic_logged(&provider(), datatype, op, attr, flags, atomic_max_bytes);
 }
 
+// fi_srx_context: the application's shared receive context (util::srx_ctx),
+// whose bound endpoints match through its face. FI_PEER (a context owned by
+// another provider, fi_peer(3)) is not offered by tcp.
+int open_srx(util::domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) {
+  if (attr && (attr->op_flags & FI_PEER)) {
+    WEFT_WARN(&provider(), FI_LOG_DOMAIN,
+              "fi_srx_context: tcp does not take a peer provider's receive context (FI_PEER)");
+    return to_fi(errc::nosys);
+  }
+  const fi_ops_srx_peer* ops =
+      endpoint::peer_table(util::shared_objects_need_lock(dom.lock_threading()));
+  return util::srx_ctx::open(dom, &provider(), attr, default_queue_size, ops, out, context);
+}
+
 }  // namespace
 
 const util::fabric_hooks fabric_hooks = {
@@ -47,7 +61,7 @@ const util::domain_hooks domain_hooks = {
     .endpoint = open_endpoint,
     .codec = codec_for,
     .query_atomic = query_atomic,
-    .srx_ctx = nullptr,
+    .srx_ctx = open_srx,
     .control_on_data_path = true,
 };
 

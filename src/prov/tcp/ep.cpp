@@ -13,6 +13,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 namespace weft::tcp {
 
@@ -135,6 +136,7 @@ endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
   a.directed_recv = type_ == FI_EP_RDM && (caps_ & FI_DIRECTED_RECV);
   srx_ = std::make_unique<util::srx>(a);
   face_ = srx_->add_peer(peer_table(locked_), this);
+  rx_.own(srx_.get(), face_);
   stalled_.reserve(16);
   stalled_work_.reserve(16);
   corked_.reserve(cork_conns);
@@ -261,7 +263,7 @@ void endpoint::teardown() noexcept {
     conn* next = c->next;
     if (fi_peer_rx_entry* e = std::exchange(c->rx, nullptr)) {
       if (c->rx_unexp) free_unexp<Lock>(static_cast<unexp_buf*>(e->peer_context));
-      srx_->free_entry<Lock>(e);
+      rx_.free_entry<Lock>(e);
     }
     // Pool entries go with the pool; answers allocated beyond it are freed.
     for (tx_entry* t = c->take_queue(); t;) {
@@ -277,13 +279,45 @@ void endpoint::teardown() noexcept {
   msg_conn_ = nullptr;
   while (fi_peer_rx_entry* e = deferred_head_) {
     deferred_head_ = e->next;
-    srx_->free_entry<Lock>(e);
+    rx_.free_entry<Lock>(e);
   }
-  // Unexpected messages still queued come back through discard().
-  srx_->shutdown<Lock>();
+  // Unexpected messages still queued come back through discard() (under a
+  // shared context retire_receives withdrew them).
+  if (srx_) srx_->shutdown<Lock>();
   while (unexp_buf* b = unexp_free_) {
     unexp_free_ = b->next;
     std::free(b);
+  }
+}
+
+template <class Lock>
+void endpoint::retire_receives() noexcept {
+  [[maybe_unused]] auto g = guard<Lock>();
+  // A receive of the context this endpoint was filling: the context lives
+  // on, so its owner hears of it (on our CQ, still bound).
+  for (conn* c = conns_; c; c = c->next) {
+    if (!c->rx || c->rx_unexp) continue;
+    fail_rx<Lock>(std::exchange(c->rx, nullptr), FI_ECANCELED);
+  }
+  // Messages queued at the context are withdrawn: no receive of the context
+  // will take them. One a receive took meanwhile (a thread posting to the
+  // context) is being finished by its start_* / discard_*, which unlists it:
+  // wait for that (it takes no lock held here). The context's engine locks
+  // here whatever the policy: a control path.
+  util::srx& engine = app_srx_->engine();
+  for (;;) {
+    fi_peer_rx_entry* e;
+    unexp_buf* b;
+    {
+      [[maybe_unused]] auto a = aux_guard<Lock>();
+      if (!(b = queued_)) break;
+      e = b->queued;
+    }
+    if (engine.withdraw<util::mutex_lock>(e)) {
+      free_unexp<Lock>(b);  // unlists it
+      continue;
+    }
+    std::this_thread::yield();
   }
 }
 
@@ -303,6 +337,7 @@ int endpoint::close() {
     [[maybe_unused]] auto g = guard<Lock>();
     uncork_all<Lock>();
   });
+  if (enabled_ && !srx_) with_lock([&]<class Lock>() { retire_receives<Lock>(); });
   bound_.unbind(this, epoll_.get());
   with_lock([&]<class Lock>() { teardown<Lock>(); });
   delete this;
@@ -314,7 +349,29 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind after fi_enable");
     return to_fi(errc::opbadstate);
   }
+  if (bfid && bfid->fclass == FI_CLASS_SRX_CTX) return bind_srx(bfid, flags);
   return bound_.bind(*domain_, bfid, flags, hook_, epoll_.get());
+}
+
+int endpoint::bind_srx(struct fid* f, uint64_t flags) {
+  auto* prov = &provider();
+  if (flags) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "binding a shared receive context takes no flags");
+    return to_fi(errc::badflags);
+  }
+  if (!util::srx_ctx::is(f) || util::srx_ctx::from(f)->prov() != prov) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "the shared receive context was not opened on tcp");
+    return to_fi(errc::inval);
+  }
+  util::srx_ctx* ctx = util::srx_ctx::from(f);
+  if (&ctx->dom() != domain_.get() || app_srx_) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "%s",
+              app_srx_ ? "the endpoint already has a shared receive context"
+                       : "the shared receive context belongs to another domain");
+    return to_fi(errc::inval);
+  }
+  app_srx_.reset(ctx);
+  return 0;
 }
 
 int endpoint::control(int command, void* arg) {
@@ -348,13 +405,24 @@ int endpoint::enable() {
       return to_fi(errc::nomem);
     }
   }
-  srx_->set_cq(bound_.rx_cq.get());
-  srx_->set_min_multi_recv(min_multi_recv_);
+  const bool shared_rx = app_srx_.get() != nullptr;
+  if (shared_rx) {
+    // The context's engine matches for us; ours is not needed. (Nothing
+    // was posted to it: the receive calls were -FI_EOPBADSTATE until now.)
+    if (int ret = app_srx_->attach(bound_.rx_cq.get(), bound_.av_.get())) return ret;
+    rx_.share(app_srx_->face());
+    srx_.reset();
+    face_ = nullptr;
+  } else {
+    srx_->set_cq(bound_.rx_cq.get());
+    srx_->set_min_multi_recv(min_multi_recv_);
+  }
   bool rdm = type_ == FI_EP_RDM;
   with_lock([&]<class Lock>() {
-    msg = const_cast<fi_ops_msg*>(rdm ? msg_table<Lock, true>() : msg_table<Lock, false>());
-    tagged = const_cast<fi_ops_tagged*>(rdm ? tagged_table<Lock, true>()
-                                            : tagged_table<Lock, false>());
+    msg = const_cast<fi_ops_msg*>(rdm ? msg_table<Lock, true>(shared_rx)
+                                      : msg_table<Lock, false>(shared_rx));
+    tagged = const_cast<fi_ops_tagged*>(rdm ? tagged_table<Lock, true>(shared_rx)
+                                            : tagged_table<Lock, false>(shared_rx));
     // RMA and atomics only where the endpoint asked for them (fi_getinfo(3)
     // caps): the others keep the -FI_ENOSYS tables.
     if (caps_ & FI_RMA)
@@ -396,13 +464,15 @@ int endpoint::getopt(int level, int name, void* val, size_t* len) {
 
 int endpoint::setopt(int level, int name, const void* val, size_t len) {
   int r = endpoint_object::setopt(level, name, val, len);
-  if (r == 0 && name == FI_OPT_MIN_MULTI_RECV) srx_->set_min_multi_recv(min_multi_recv_);
+  // Under a shared context the option is the context's (fi_setopt on it).
+  if (r == 0 && name == FI_OPT_MIN_MULTI_RECV && srx_) srx_->set_min_multi_recv(min_multi_recv_);
   return r;
 }
 
 ssize_t endpoint::cancel(void* context) {
   return with_lock([&]<class Lock>() -> ssize_t {
-    ssize_t r = srx_->cancel<Lock>(context);
+    // Receives posted to a shared context are cancelled on the context.
+    ssize_t r = srx_ ? srx_->cancel<Lock>(context) : to_fi(errc::noent);
     if (r != to_fi(errc::noent) || !context) return r;
     // A transmit still queued and not begun (a frame half written must be
     // finished, or the stream would be torn) is cancelled; one on the wire
@@ -423,6 +493,7 @@ ssize_t endpoint::cancel(void* context) {
 
 ssize_t endpoint::rx_size_left() {
   if (!enabled_) return to_fi(errc::opbadstate);
+  if (!srx_) return to_fi(errc::nosys);  // receives are the shared context's (fi_rx_size_left on it)
   return with_lock([&]<class Lock>() -> ssize_t { return srx_->rx_size_left<Lock>(); });
 }
 
@@ -495,5 +566,8 @@ int endpoint::setname(const void* addr, size_t addrlen) {
   }
   return 0;
 }
+
+template void endpoint::retire_receives<util::null_lock>() noexcept;
+template void endpoint::retire_receives<util::mutex_lock>() noexcept;
 
 }  // namespace weft::tcp

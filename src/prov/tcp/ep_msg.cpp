@@ -253,7 +253,7 @@ void endpoint::msg_lost(conn& c, int rx_err, bool graceful) noexcept {
     if (c.rx_unexp) {
       free_unexp<Lock>(static_cast<unexp_buf*>(e->peer_context));
       e->peer_context = nullptr;
-      srx_->free_entry<Lock>(e);
+      rx_.free_entry<Lock>(e);
     } else {
       fail_rx<Lock>(e, rx_err);
     }
@@ -264,7 +264,9 @@ void endpoint::msg_lost(conn& c, int rx_err, bool graceful) noexcept {
     t = next;
   }
   fail_awaiting<Lock>(c, FI_ECANCELED);
-  srx_->cancel_all<Lock>();
+  // The receives posted to a shared context are the context's, not this
+  // connection's: they stay posted for the other endpoints.
+  if (srx_) srx_->cancel_all<Lock>();
   cm_event(FI_SHUTDOWN, nullptr, 0);
   if (c.fd() >= 0) ::shutdown(c.fd(), SHUT_WR);
   c.state = conn_state::draining;
@@ -286,7 +288,7 @@ int endpoint::shutdown(uint64_t flags) {
     if (c->state != conn_state::connected) {
       // Still connecting, or never accepted: abandon it.
       shutdown_ = true;
-      srx_->cancel_all<Lock>();
+      if (srx_) srx_->cancel_all<Lock>();
       retire(*c);
       return 0;
     }
@@ -298,7 +300,7 @@ int endpoint::shutdown(uint64_t flags) {
       if (c->rx_unexp) {
         free_unexp<Lock>(static_cast<unexp_buf*>(e->peer_context));
         e->peer_context = nullptr;
-        srx_->free_entry<Lock>(e);
+        rx_.free_entry<Lock>(e);
       } else {
         fail_rx<Lock>(e, FI_ECANCELED);
       }
@@ -309,7 +311,7 @@ int endpoint::shutdown(uint64_t flags) {
       t = next;
     }
     fail_awaiting<Lock>(*c, FI_ECANCELED);
-    srx_->cancel_all<Lock>();
+    if (srx_) srx_->cancel_all<Lock>();  // a shared context's stay posted
     frame bye{};
     bye.op = proto::op::shutdown;
     if (clean && c->set_ctrl(bye, nullptr, 0)) {

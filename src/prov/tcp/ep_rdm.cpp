@@ -100,12 +100,14 @@ void endpoint::relabel(bool inserted_only) noexcept {
     c->addr = a;
     if (a >= peers_.size() || !peers_[a]) map(*c, a);
   }
-  srx_->relabel<Lock>(
-      [&](fi_peer_rx_entry* e) {
-        auto* b = static_cast<const unexp_buf*>(e->peer_context);
-        return b && b->from.len ? lookup(b->from) : FI_ADDR_NOTAVAIL;
-      },
-      !inserted_only);
+  // Under a shared context this runs over every endpoint's queued messages:
+  // they share our AV (srx_ctx::attach), and each names its own endpoint.
+  rx_.relabel<Lock>(queued_source, !inserted_only);
+}
+
+fi_addr_t endpoint::queued_source(fi_peer_rx_entry* e) noexcept {
+  auto* b = static_cast<const unexp_buf*>(e->peer_context);
+  return b && b->ep && b->from.len ? b->ep->lookup(b->from) : FI_ADDR_NOTAVAIL;
 }
 
 template <class Lock>

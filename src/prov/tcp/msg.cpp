@@ -170,6 +170,46 @@ struct data_ops {
   };
 };
 
+// An endpoint bound to a shared receive context: its receives are the
+// context's to post (docs/decisions.md, "Shared receive contexts").
+template <class Lock, bool Rdm>
+struct shared_rx_ops {
+  using d = data_ops<Lock, Rdm>;
+  static ssize_t owned() noexcept {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+              "receives of an endpoint bound to a shared receive context are posted to the context");
+    return to_fi(errc::nosys);
+  }
+  static ssize_t recv(fid_ep*, void*, size_t, void*, fi_addr_t, void*) noexcept { return owned(); }
+  static ssize_t recvv(fid_ep*, const iovec*, void**, size_t, fi_addr_t, void*) noexcept {
+    return owned();
+  }
+  static ssize_t recvmsg(fid_ep*, const fi_msg*, uint64_t) noexcept { return owned(); }
+  static ssize_t trecv(fid_ep*, void*, size_t, void*, fi_addr_t, uint64_t, uint64_t,
+                       void*) noexcept {
+    return owned();
+  }
+  static ssize_t trecvv(fid_ep*, const iovec*, void**, size_t, fi_addr_t, uint64_t, uint64_t,
+                        void*) noexcept {
+    return owned();
+  }
+  static ssize_t trecvmsg(fid_ep*, const fi_msg_tagged*, uint64_t) noexcept { return owned(); }
+  static constexpr fi_ops_msg msg_table = [] {
+    fi_ops_msg t = d::msg_table;
+    t.recv = recv;
+    t.recvv = recvv;
+    t.recvmsg = recvmsg;
+    return t;
+  }();
+  static constexpr fi_ops_tagged tagged_table = [] {
+    fi_ops_tagged t = d::tagged_table;
+    t.recv = trecv;
+    t.recvv = trecvv;
+    t.recvmsg = trecvmsg;
+    return t;
+  }();
+};
+
 constexpr fi_ops_tagged tagged_badstate_table = {
     .size = sizeof(fi_ops_tagged),
     WEFT_FAIL(opbadstate, fi_ops_tagged, recv),    WEFT_FAIL(opbadstate, fi_ops_tagged, recvv),
@@ -191,12 +231,12 @@ constexpr fi_ops_srx_peer peer_ops = {
 }  // namespace
 
 template <class Lock, bool Rdm>
-const fi_ops_msg* endpoint::msg_table() noexcept {
-  return &data_ops<Lock, Rdm>::msg_table;
+const fi_ops_msg* endpoint::msg_table(bool shared_rx) noexcept {
+  return shared_rx ? &shared_rx_ops<Lock, Rdm>::msg_table : &data_ops<Lock, Rdm>::msg_table;
 }
 template <class Lock, bool Rdm>
-const fi_ops_tagged* endpoint::tagged_table() noexcept {
-  return &data_ops<Lock, Rdm>::tagged_table;
+const fi_ops_tagged* endpoint::tagged_table(bool shared_rx) noexcept {
+  return shared_rx ? &shared_rx_ops<Lock, Rdm>::tagged_table : &data_ops<Lock, Rdm>::tagged_table;
 }
 const fi_ops_tagged* endpoint::tagged_badstate() noexcept { return &tagged_badstate_table; }
 const fi_ops_srx_peer* endpoint::peer_table(bool locked) noexcept {
@@ -490,7 +530,7 @@ bool endpoint::write_rx(fi_peer_rx_entry* e) noexcept {
 template <class Lock>
 void endpoint::done_rx(fi_peer_rx_entry* e, bool ok) noexcept {
   if (util::cntr* c = bound_.recv_cntr.get()) ok ? c->inc() : c->inc_err();
-  srx_->free_entry<Lock>(e);
+  rx_.free_entry<Lock>(e);
 }
 
 template <class Lock>
@@ -566,10 +606,10 @@ void endpoint::complete_deferred() noexcept {
 }
 
 #define WEFT_TCP_INSTANTIATE(L)                                                                \
-  template const fi_ops_msg* endpoint::msg_table<L, true>() noexcept;                          \
-  template const fi_ops_msg* endpoint::msg_table<L, false>() noexcept;                         \
-  template const fi_ops_tagged* endpoint::tagged_table<L, true>() noexcept;                    \
-  template const fi_ops_tagged* endpoint::tagged_table<L, false>() noexcept;                   \
+  template const fi_ops_msg* endpoint::msg_table<L, true>(bool) noexcept;                      \
+  template const fi_ops_msg* endpoint::msg_table<L, false>(bool) noexcept;                     \
+  template const fi_ops_tagged* endpoint::tagged_table<L, true>(bool) noexcept;                \
+  template const fi_ops_tagged* endpoint::tagged_table<L, false>(bool) noexcept;               \
   template void endpoint::flush<L>(conn&) noexcept;                                            \
   template void endpoint::uncork_all<L>() noexcept;                                            \
   template void endpoint::complete_deferred<L>() noexcept;                                     \

@@ -62,6 +62,14 @@ void endpoint::free_unexp(unexp_buf* b) noexcept {
   if (!b) return;
   {
     [[maybe_unused]] auto g = aux_guard<Lock>();
+    if (b->queued) {  // listed (shared context): unlisted as it goes
+      if (b->q_prev)
+        b->q_prev->q_next = b->q_next;
+      else
+        queued_ = b->q_next;
+      if (b->q_next) b->q_next->q_prev = b->q_prev;
+      b->queued = nullptr;
+    }
     unexp_bytes_ -= b->len;
     // Small buffers are kept (up to a bound) so the warm path never allocates.
     if (b->cap == unexp_buf::small && unexp_free_count_ < 1024) {
@@ -92,7 +100,7 @@ bool endpoint::on_message(conn& c) noexcept {
   }
   fi_peer_match_attr a{c.addr, f.payload_len, f.tag};
   fi_peer_rx_entry* e = nullptr;
-  int r = tagged ? srx_->get_tag<Lock>(face_, a, &e) : srx_->get_msg<Lock>(face_, a, &e);
+  int r = rx_.get<Lock>(tagged, a, &e);
   if (r != 0 && r != to_fi(errc::noent)) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "tcp peer %s: no receive entry for a message: %s",
               describe(c.peer).c_str(), fi_strerror(-r));
@@ -113,11 +121,13 @@ bool endpoint::on_message(conn& c) noexcept {
                 "tcp peer %s: out of memory for an unexpected message of %u bytes",
                 describe(c.peer).c_str(), f.payload_len);
       c.rx = nullptr;
-      srx_->free_entry<Lock>(e);
+      rx_.free_entry<Lock>(e);
       fail_conn<Lock>(c, FI_ENOMEM);
       return false;
     }
     b->from = c.name;
+    b->ep = this;
+    b->queued = nullptr;
     e->peer_context = b;
   }
   return true;
@@ -158,20 +168,30 @@ void endpoint::message_done(conn& c) noexcept {
     finish_rx<Lock>(e);
     return;
   }
+  // Under a shared context the endpoint keeps what it queued, to withdraw
+  // it at close (listed first: queue_* may start it at once).
+  if (!rx_.owned()) list_queued<Lock>(static_cast<unexp_buf*>(e->peer_context), e);
   // queue_* may hand the entry straight to start() when a receive was
   // posted meanwhile; start takes no lock this thread holds.
-  if (e->flags & FI_TAGGED)
-    srx_->queue_tag<Lock>(e);
-  else
-    srx_->queue_msg<Lock>(e);
+  rx_.queue<Lock>(e, (e->flags & FI_TAGGED) != 0);
+}
+
+template <class Lock>
+void endpoint::list_queued(unexp_buf* b, fi_peer_rx_entry* e) noexcept {
+  [[maybe_unused]] auto g = aux_guard<Lock>();
+  b->queued = e;
+  b->q_prev = nullptr;
+  b->q_next = queued_;
+  if (queued_) queued_->q_prev = b;
+  queued_ = b;
 }
 
 template <class Lock>
 int endpoint::start(fi_peer_rx_entry* e) noexcept {
-  auto* ep = static_cast<endpoint*>(e->srx->ep_fid.fid.context);
   auto* b = static_cast<unexp_buf*>(e->peer_context);
+  endpoint* ep = b->ep;
   size_t left = std::min(e->msg_size, util::iov_total(e->iov, e->count));
-  const std::byte* from = b ? b->data : nullptr;
+  const std::byte* from = b->data;
   for (size_t i = 0; i < e->count && left; ++i) {
     size_t n = std::min(left, e->iov[i].iov_len);
     if (n) std::memcpy(e->iov[i].iov_base, from, n);
@@ -186,10 +206,11 @@ int endpoint::start(fi_peer_rx_entry* e) noexcept {
 
 template <class Lock>
 int endpoint::discard(fi_peer_rx_entry* e) noexcept {
-  auto* ep = static_cast<endpoint*>(e->srx->ep_fid.fid.context);
-  ep->free_unexp<Lock>(static_cast<unexp_buf*>(e->peer_context));
+  auto* b = static_cast<unexp_buf*>(e->peer_context);
+  endpoint* ep = b->ep;
+  ep->free_unexp<Lock>(b);
   e->peer_context = nullptr;
-  ep->srx_->free_entry<Lock>(e);
+  ep->rx_.free_entry<Lock>(e);
   return 0;
 }
 
@@ -199,7 +220,7 @@ void endpoint::fail_conn(conn& c, int err) noexcept {
     if (c.rx_unexp) {
       free_unexp<Lock>(static_cast<unexp_buf*>(e->peer_context));
       e->peer_context = nullptr;
-      srx_->free_entry<Lock>(e);
+      rx_.free_entry<Lock>(e);
     } else {
       fail_rx<Lock>(e, err == FI_ECANCELED ? err : FI_EIO);
     }
@@ -219,6 +240,7 @@ void endpoint::fail_conn(conn& c, int err) noexcept {
   template void endpoint::free_unexp<L>(unexp_buf*) noexcept;          \
   template bool endpoint::on_message<L>(conn&) noexcept;               \
   template void endpoint::message_done<L>(conn&) noexcept;             \
+  template void endpoint::list_queued<L>(unexp_buf*, fi_peer_rx_entry*) noexcept; \
   template int endpoint::start<L>(fi_peer_rx_entry*) noexcept;         \
   template int endpoint::discard<L>(fi_peer_rx_entry*) noexcept;       \
   template void endpoint::fail_conn<L>(conn&, int) noexcept;

@@ -33,6 +33,8 @@
 #include "util/lock.hpp"
 #include "util/rma_ops.hpp"
 #include "util/srx.hpp"
+#include "util/srx_ctx.hpp"
+#include "util/srx_port.hpp"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -118,10 +120,12 @@ class endpoint : public util::endpoint_object<endpoint> {
   static bool auto_work(void* obj) noexcept {
     return static_cast<endpoint*>(obj)->run_progress<Lock>();
   }
+  // `shared_rx`: bound to a shared receive context, whose receives are
+  // posted on the context: the endpoint's receive calls are -FI_ENOSYS.
   template <class Lock, bool Rdm>
-  static const fi_ops_msg* msg_table() noexcept;
+  static const fi_ops_msg* msg_table(bool shared_rx) noexcept;
   template <class Lock, bool Rdm>
-  static const fi_ops_tagged* tagged_table() noexcept;
+  static const fi_ops_tagged* tagged_table(bool shared_rx) noexcept;
   // srx peer callbacks (recv.cpp): a queued unexpected message got a buffer,
   // or is dropped.
   template <class Lock>
@@ -152,6 +156,15 @@ class endpoint : public util::endpoint_object<endpoint> {
  private:
   friend class pep;
   int enable();
+  int bind_srx(struct fid* f, uint64_t flags);
+  // Under a shared receive context, at close while the CQ is still bound:
+  // receives of the context this endpoint was filling fail with
+  // FI_ECANCELED, and the messages it queued at the context are withdrawn.
+  template <class Lock>
+  void retire_receives() noexcept;
+  // Lists / unlists an unexpected message queued at a shared context's owner.
+  template <class Lock>
+  void list_queued(unexp_buf* b, fi_peer_rx_entry* e) noexcept;
   errc open_listener(const sockaddr* addr);
   template <class Lock>
   auto guard() noexcept {
@@ -310,6 +323,9 @@ class endpoint : public util::endpoint_object<endpoint> {
   // of peers that were unknown get their address; after a remove, those of
   // a removed peer are unknown again (ep_rdm.cpp).
   static void av_changed(void* self, bool inserted_only) noexcept;
+  // The source a queued message's sender has now (its peer_context is an
+  // unexp_buf): srx relabel's and fi_peer(3) foreach_unspec_addr's get_addr.
+  static fi_addr_t queued_source(fi_peer_rx_entry* e) noexcept;
   template <class Lock>
   void relabel(bool inserted_only) noexcept;
 
@@ -350,8 +366,13 @@ class endpoint : public util::endpoint_object<endpoint> {
   frame_limits limits_;
   tx_pool txp_;
   size_t heap_responses_ = 0;  // responses allocated beyond the pool
+  // Matching: the endpoint's own engine (srx_, asked through face_), or,
+  // bound to an application's shared receive context (app_srx_), that
+  // context's face with srx_ null. rx_ is the one dispatch between the two.
   std::unique_ptr<util::srx> srx_;
   fid_peer_srx* face_ = nullptr;
+  util::ref<util::srx_ctx> app_srx_;
+  util::srx_port rx_;
   util::mutex_lock lock_;
   util::mutex_lock aux_;
   // Under aux_: completions waiting for CQ room (linked through next), the
@@ -359,6 +380,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   fi_peer_rx_entry* deferred_head_ = nullptr;
   fi_peer_rx_entry* deferred_tail_ = nullptr;
   unexp_buf* unexp_free_ = nullptr;
+  unexp_buf* queued_ = nullptr;  // shared context: messages queued at its owner
   size_t unexp_free_count_ = 0;
   size_t unexp_bytes_ = 0;
   // Under lock_: send completions waiting for CQ room.

@@ -577,6 +577,38 @@ TYPED_TEST(srx_test, peer_may_withdraw_messages) {
   EXPECT_EQ(s.pool_available, s.pool_capacity);
 }
 
+// withdraw: a closing peer endpoint takes back what it queued, but never a
+// message a receive already took (its start_* has it): free_entry would
+// release that entry under start_*.
+TYPED_TEST(srx_test, withdraw_takes_back_only_what_no_receive_took) {
+  fi_peer_rx_entry* e = nullptr;
+  ASSERT_EQ(this->peer_->get(1, 0, "queued", false, {}, &e), -FI_ENOENT);
+  ASSERT_EQ(this->peer_->queue(e, false), 0);
+  EXPECT_EQ(this->stats().unexpected, 1u);
+  auto* held = static_cast<std::string*>(e->peer_context);
+  EXPECT_TRUE(this->engine_->template withdraw<TypeParam>(e));
+  delete held;
+  EXPECT_EQ(this->stats().unexpected, 0u);
+  std::string b(8, 0);
+  ASSERT_EQ(this->post(b, ctx(this->ctx_, 0)), 0);  // nothing left to take
+  EXPECT_EQ(this->peer_->count('S'), 0u);
+  EXPECT_EQ(this->stats().posted, 1u);
+  EXPECT_EQ(this->engine_->template cancel<TypeParam>(ctx(this->ctx_, 0)), 0);
+  ASSERT_TRUE(this->error());
+  // The receive takes a message between get and queue: the entry is the
+  // receive's (queue starts it), not the peer's to withdraw.
+  ASSERT_EQ(this->peer_->get(1, 0, "taken", false, {}, &e), -FI_ENOENT);
+  ASSERT_EQ(this->post(b, ctx(this->ctx_, 1)), 0);
+  EXPECT_FALSE(this->engine_->template withdraw<TypeParam>(e));
+  ASSERT_EQ(this->peer_->queue(e, false), 0);
+  EXPECT_EQ(this->peer_->count('S'), 1u);
+  EXPECT_STREQ(b.c_str(), "taken");
+  auto s = this->stats();
+  EXPECT_EQ(s.unexpected, 0u);
+  EXPECT_EQ(s.posted, 0u);
+  EXPECT_EQ(s.pool_available, s.pool_capacity);
+}
+
 TYPED_TEST(srx_test, foreach_unspec_addr_resolves_sources) {
   srx_attr a;
   a.directed_recv = true;
