@@ -10,6 +10,7 @@
 #include <rdma/fi_tagged.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -381,6 +382,80 @@ TEST_P(srx, threads_drive_endpoints_of_one_context) {
   EXPECT_EQ(got_b.load(), per_ep);
   EXPECT_EQ(got_c.load(), per_ep);
   EXPECT_EQ(fi_rx_size_left(ctx), static_cast<ssize_t>(1024));
+}
+
+// An endpoint closes while another thread posts receives to its context
+// that match the messages it queued there: each message is either taken by
+// one receive (completing on the closing endpoint's CQ, still open) or
+// withdrawn, never both; every receive is either completed or still posted.
+// (Before shm withdrew through util::srx::withdraw, a receive that matched
+// a message while its endpoint closed could be finished on the deleted
+// endpoint.)
+TEST_P(srx, closing_an_endpoint_while_a_thread_posts_to_its_context) {
+  REQUIRE_SRX();
+  if (GetParam().threading != FI_THREAD_SAFE)
+    GTEST_SKIP() << "concurrent calls need FI_THREAD_SAFE";
+  open_world();
+  ASSERT_TRUE(s1 && s2 && b && c);
+  constexpr int n = 64;
+  static char bufs[n][16];
+  static fi_context rctx[n], sctx[n];
+  for (int i = 0; i < n; ++i) {
+    char m[16];
+    std::snprintf(m, sizeof m, "queued %d", i);
+    ssize_t r;
+    while ((r = fi_send(s1, m, std::strlen(m) + 1, nullptr, ab, &sctx[i])) == -FI_EAGAIN) {
+      fi_cq_tagged_entry e;
+      fi_cq_read(txcq, &e, 1);
+    }
+    ASSERT_EQ(r, 0);
+  }
+  // b takes them in, unexpected, into the context.
+  expect_nothing(200);
+  std::atomic<bool> go{false};
+  std::thread poster([&] {
+    while (!go.load()) {
+    }
+    for (int i = 0; i < n; ++i)
+      while (fi_recv(ctx, bufs[i], sizeof bufs[i], nullptr, FI_ADDR_UNSPEC, &rctx[i]) ==
+             -FI_EAGAIN) {
+      }
+  });
+  go = true;
+  std::erase(eps, b);
+  ASSERT_EQ(fi_close(&b->fid), 0);
+  b = nullptr;
+  poster.join();
+  // What b's CQ got: receives that took a message before it closed.
+  int taken = 0;
+  bool seen[n] = {};
+  for (;;) {
+    fi_cq_tagged_entry e{};
+    ssize_t r = fi_cq_read(cqb, &e, 1);
+    if (r != 1) {
+      ASSERT_EQ(r, -FI_EAGAIN);
+      break;
+    }
+    auto* c = static_cast<fi_context*>(e.op_context);
+    ASSERT_TRUE(c >= rctx && c < rctx + n);
+    ASSERT_FALSE(seen[c - rctx]) << "a receive completed twice";
+    seen[c - rctx] = true;
+    EXPECT_EQ(std::strncmp(static_cast<char*>(e.buf), "queued ", 7), 0);
+    ++taken;
+  }
+  // The rest are still posted, and cancel.
+  int posted = 0;
+  for (int i = 0; i < n; ++i) {
+    ssize_t r = fi_cancel(&ctx->fid, &rctx[i]);
+    if (r == 0) {
+      EXPECT_FALSE(seen[i]) << "receive " << i << " completed and is still posted";
+      ++posted;
+    } else {
+      EXPECT_EQ(r, -FI_ENOENT);
+      EXPECT_TRUE(seen[i]) << "receive " << i << " neither completed nor posted";
+    }
+  }
+  EXPECT_EQ(taken + posted, n);
 }
 
 INSTANTIATE_TEST_SUITE_P(all, srx, testing::ValuesIn(all_configs), config_name);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace weft::shm {
 
@@ -690,6 +691,15 @@ int endpoint::discard(fi_peer_rx_entry* e) noexcept {
   auto* rec = static_cast<rec_base*>(e->peer_context);
   e->peer_context = nullptr;
   unqueue(rec);
+  drop_record<Lock>(rec);
+  free_entry<Lock>(e);
+  return 0;
+}
+
+// What a message queued here held goes, its entry aside (discard, and a
+// withdrawal at close).
+template <class Lock>
+void endpoint::drop_record(rec_base* rec) noexcept {
   switch (rec->kind) {
     case rec_kind::inline_data: inline_rec::destroy(static_cast<inline_rec*>(rec)); break;
     case rec_kind::cma: {
@@ -713,14 +723,36 @@ int endpoint::discard(fi_peer_rx_entry* e) noexcept {
       break;
     }
   }
-  free_entry<Lock>(e);
-  return 0;
 }
 
 template <class Lock>
 void endpoint::retire_receives() noexcept {
+  if (app_srx_) {
+    // Messages queued at the application's context are withdrawn: no
+    // receive of the context will take them. One a receive took meanwhile
+    // (another thread posting to the context) is being given to our start /
+    // discard, which take our lock and unlist it: let go of the lock and
+    // wait for that. (free_entry cannot tell the two apart, and would
+    // release an entry start is being given.) The context's engine locks
+    // here whatever the policy: a control path.
+    util::srx& engine = app_srx_->engine();
+    for (;;) {
+      {
+        [[maybe_unused]] auto g = guard<Lock>();
+        rec_base* rec = queued_;
+        if (!rec) break;
+        if (engine.withdraw<util::mutex_lock>(rec->queued)) {
+          unqueue(rec);
+          drop_record<Lock>(rec);
+          continue;
+        }
+      }
+      std::this_thread::yield();
+    }
+  }
   [[maybe_unused]] auto g = guard<Lock>();
-  // Withdrawn through the owner's free_entry (discard ends with it).
+  // Under a peer SRX, withdrawn through the owner's free_entry (discard ends
+  // with it).
   while (queued_) discard<Lock>(queued_->queued);
   for (auto& in : in_) {
     if (!in) continue;

@@ -420,6 +420,8 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   void retire_receives() noexcept;
   template <class Lock>
+  void drop_record(rec_base* rec) noexcept;
+  template <class Lock>
   auto guard() noexcept {
     if constexpr (std::is_same_v<Lock, util::null_lock>)
       return 0;
