@@ -239,6 +239,10 @@ int endpoint::enable() {
     face_ = srx_->add_peer(locked_ ? peer_table<util::mutex_lock>() : peer_table<util::null_lock>(),
                            this);
   }
+  if (srx_)
+    rx_.own(srx_.get(), face_);
+  else
+    rx_.share(face_);
   // Senders are named where a completion (FI_SOURCE: their fi_addr or user
   // id) or the receive context (FI_DIRECTED_RECV) needs them.
   want_source_ = (caps_ & (FI_SOURCE | FI_DIRECTED_RECV)) != 0;
@@ -315,10 +319,7 @@ void endpoint::av_changed(void* self, bool inserted_only) noexcept {
   auto* ep = static_cast<endpoint*>(self);
   auto run = [&]<class Lock>() {
     [[maybe_unused]] auto g = ep->guard<Lock>();  // progress queues under it
-    if (ep->srx_)
-      ep->srx_->relabel<Lock>(queued_source, !inserted_only);
-    else if (inserted_only)  // fi_peer(3) has no call for a remove
-      ep->face_->owner_ops->foreach_unspec_addr(ep->face_, queued_source);
+    ep->rx_.relabel<Lock>(queued_source, !inserted_only);
   };
   if (ep->locked_)
     run.template operator()<util::mutex_lock>();

@@ -359,9 +359,7 @@ template <class Lock>
 int endpoint::match(bool tagged, fi_addr_t src, size_t size, uint64_t tag,
                     fi_peer_rx_entry** e) noexcept {
   fi_peer_match_attr a{src, size, tag};
-  if (srx_) return tagged ? srx_->get_tag<Lock>(face_, a, e) : srx_->get_msg<Lock>(face_, a, e);
-  fi_ops_srx_owner* o = face_->owner_ops;
-  return tagged ? o->get_tag(face_, &a, e) : o->get_msg(face_, &a, e);
+  return rx_.get<Lock>(tagged, a, e);
 }
 
 template <class Lock>
@@ -375,9 +373,7 @@ int endpoint::queue(fi_peer_rx_entry* e, bool tagged, const addr_entry& from) no
   if (queued_) queued_->q_prev = r;
   queued_ = r;
   // The owner may start it before this returns (a receive came meanwhile).
-  if (srx_) return tagged ? srx_->queue_tag<Lock>(e) : srx_->queue_msg<Lock>(e);
-  fi_ops_srx_owner* o = face_->owner_ops;
-  return tagged ? o->queue_tag(e) : o->queue_msg(e);
+  return rx_.queue<Lock>(e, tagged);
 }
 
 void endpoint::unqueue(rec_base* r) noexcept {

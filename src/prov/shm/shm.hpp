@@ -31,6 +31,7 @@
 #include "util/rma_ops.hpp"
 #include "util/srx.hpp"
 #include "util/srx_ctx.hpp"
+#include "util/srx_port.hpp"
 
 #include <rdma/fabric.h>
 #include <rdma/providers/fi_peer.h>
@@ -555,8 +556,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   void count_region(const proto::rma_target* tg, size_t n, uint64_t kinds) noexcept {
     domain_->mrs().count_remote(n, [&](size_t i) { return tg[i].key; }, kinds);
   }
-  // The receive context's owner_ops: util::srx's directly when it is this
-  // endpoint's own (no indirect call), else the peer SRX owner's.
+  // Through rx_ (util/srx_port.hpp): our own engine directly, or the owner.
   template <class Lock>
   int match(bool tagged, fi_addr_t src, size_t size, uint64_t tag, fi_peer_rx_entry** e) noexcept;
   // Queues an unexpected message from `from` whose peer_context is set.
@@ -571,10 +571,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   static fi_addr_t queued_source(fi_peer_rx_entry* e) noexcept;
   template <class Lock>
   void free_entry(fi_peer_rx_entry* e) noexcept {
-    if (srx_)
-      srx_->free_entry<Lock>(e);
-    else
-      face_->owner_ops->free_entry(e);
+    rx_.free_entry<Lock>(e);
   }
   void unqueue(rec_base* r) noexcept;
   template <class Lock>
@@ -648,6 +645,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   util::ref<peer_srx> peer_srx_;
   util::ref<util::srx_ctx> app_srx_;  // fi_srx_context without FI_PEER
   fid_peer_srx* face_ = nullptr;
+  util::srx_port rx_;           // the one dispatch to srx_ or the owner (fi_enable)
   rec_base* queued_ = nullptr;  // records of unexpected messages queued at the owner
 
   // Blocking reads: without an fd the transport could signal, a periodic
