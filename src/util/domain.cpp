@@ -49,9 +49,11 @@ int stx_open(fid_domain* d, fi_tx_attr* attr, fid_stx** stx, void* context) noex
 }
 int srx_ctx(fid_domain* d, fi_rx_attr* attr, fid_ep** rx, void* context) noexcept {
   auto* dom = self(d);
-  if (!dom->hooks().srx_ctx) {
+  const bool peer = attr && (attr->op_flags & FI_PEER);
+  if (!dom->hooks().srx_ctx || (!peer && !dom->max_ep_srx_ctx())) {
     WEFT_WARN(dom->provider(), FI_LOG_DOMAIN,
-              "fi_srx_context: this provider offers no shared receive context");
+              "fi_srx_context: this %s offers no shared receive context",
+              dom->hooks().srx_ctx ? "domain (max_ep_srx_ctx 0)" : "provider");
     return to_fi(errc::nosys);
   }
   if (!attr || !rx) {
@@ -162,6 +164,7 @@ domain::domain(fabric& fab, const domain_hooks* hooks, const fi_info& info, void
       caps_(info.caps),
       cq_data_size_(info.domain_attr->cq_data_size),
       max_ep_stx_ctx_(info.domain_attr->max_ep_stx_ctx),
+      max_ep_srx_ctx_(info.domain_attr->max_ep_srx_ctx),
       name_(info.domain_attr->name ? info.domain_attr->name : ""),
       mrs_(threading_, progress_) {
   ops = const_cast<fi_ops_domain*>(&domain_ops);

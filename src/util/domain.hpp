@@ -86,6 +86,9 @@ class domain : public fid_object<domain, fid_domain> {
   // (0: the provider shares none).
   const fi_tx_attr& tx_attr() const noexcept { return tx_attr_; }
   size_t max_ep_stx_ctx() const noexcept { return max_ep_stx_ctx_; }
+  // Likewise for receive contexts (0: fi_srx_context for applications is
+  // not offered; a peer provider's FI_PEER context is the hooks' to judge).
+  size_t max_ep_srx_ctx() const noexcept { return max_ep_srx_ctx_; }
   const std::string& name() const noexcept { return name_; }
 
   mr_map& mrs() noexcept { return mrs_; }
@@ -107,6 +110,7 @@ class domain : public fid_object<domain, fid_domain> {
   size_t cq_data_size_;
   fi_tx_attr tx_attr_{};
   size_t max_ep_stx_ctx_;
+  size_t max_ep_srx_ctx_;
   std::string name_;
   mr_map mrs_;
   ref<class eq> eq_;

@@ -11,8 +11,11 @@
 // a second instantiation of the provider's whole data path.
 #pragma once
 
+#include "core/log.hpp"
 #include "util/srx.hpp"
 
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_peer.h>
 
 namespace weft::util {
@@ -70,6 +73,48 @@ class srx_port {
  private:
   srx* own_ = nullptr;
   fid_peer_srx* face_ = nullptr;
+};
+
+// The fi_ops_msg / fi_ops_tagged tables of an endpoint bound to a shared
+// receive context: the provider's own tables `Msg` and `Tagged`, whose
+// receive slots answer -FI_ENOSYS with a log line of provider `Prov`: an
+// endpoint's receives are the context's to post (docs/decisions.md,
+// "Shared receive contexts"). Chosen at fi_enable, like the lock policy.
+template <const fi_ops_msg& Msg, const fi_ops_tagged& Tagged, fi_provider& (*Prov)() noexcept>
+struct shared_rx_tables {
+  static ssize_t owned() noexcept {
+    WEFT_WARN(&Prov(), FI_LOG_EP_DATA,
+              "receives of an endpoint bound to a shared receive context are posted to the context");
+    return to_fi(errc::nosys);
+  }
+  static ssize_t recv(fid_ep*, void*, size_t, void*, fi_addr_t, void*) noexcept { return owned(); }
+  static ssize_t recvv(fid_ep*, const iovec*, void**, size_t, fi_addr_t, void*) noexcept {
+    return owned();
+  }
+  static ssize_t recvmsg(fid_ep*, const fi_msg*, uint64_t) noexcept { return owned(); }
+  static ssize_t trecv(fid_ep*, void*, size_t, void*, fi_addr_t, uint64_t, uint64_t,
+                       void*) noexcept {
+    return owned();
+  }
+  static ssize_t trecvv(fid_ep*, const iovec*, void**, size_t, fi_addr_t, uint64_t, uint64_t,
+                        void*) noexcept {
+    return owned();
+  }
+  static ssize_t trecvmsg(fid_ep*, const fi_msg_tagged*, uint64_t) noexcept { return owned(); }
+  static constexpr fi_ops_msg msg = [] {
+    fi_ops_msg t = Msg;
+    t.recv = recv;
+    t.recvv = recvv;
+    t.recvmsg = recvmsg;
+    return t;
+  }();
+  static constexpr fi_ops_tagged tagged = [] {
+    fi_ops_tagged t = Tagged;
+    t.recv = trecv;
+    t.recvv = trecvv;
+    t.recvmsg = trecvmsg;
+    return t;
+  }();
 };
 
 }  // namespace weft::util

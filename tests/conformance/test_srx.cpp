@@ -3,7 +3,8 @@
 // fi_endpoint(3)): several endpoints bound to one context all take their
 // receives from its one posted queue, and each message completes on the CQ
 // of the endpoint it arrived on. Offered where domain_attr->max_ep_srx_ctx
-// is above 0 (shm, tcp; tcp's MSG endpoints in test_srx_msg.cpp); elsewhere fi_srx_context is -FI_ENOSYS and an
+// is above 0 (shm, tcp, udp RDM; tcp's MSG endpoints in test_srx_msg.cpp);
+// elsewhere (udp DGRAM) fi_srx_context is -FI_ENOSYS and an
 // rx_ctx_cnt of FI_SHARED_CONTEXT in the hints finds nothing.
 #include "fixture.hpp"
 
@@ -20,7 +21,8 @@ namespace {
 
 // The providers that share receive contexts with applications today.
 bool offers_srx(const config& c) {
-  return std::string(c.prov) == "shm" || std::string(c.prov) == "tcp";
+  return std::string(c.prov) == "shm" || std::string(c.prov) == "tcp" ||
+         (std::string(c.prov) == "udp" && c.ep_type == FI_EP_RDM);
 }
 
 class srx : public provider_test {

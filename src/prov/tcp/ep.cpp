@@ -354,24 +354,7 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
 }
 
 int endpoint::bind_srx(struct fid* f, uint64_t flags) {
-  auto* prov = &provider();
-  if (flags) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "binding a shared receive context takes no flags");
-    return to_fi(errc::badflags);
-  }
-  if (!util::srx_ctx::is(f) || util::srx_ctx::from(f)->prov() != prov) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "the shared receive context was not opened on tcp");
-    return to_fi(errc::inval);
-  }
-  util::srx_ctx* ctx = util::srx_ctx::from(f);
-  if (&ctx->dom() != domain_.get() || app_srx_) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "%s",
-              app_srx_ ? "the endpoint already has a shared receive context"
-                       : "the shared receive context belongs to another domain");
-    return to_fi(errc::inval);
-  }
-  app_srx_.reset(ctx);
-  return 0;
+  return util::srx_ctx::bind_to(&provider(), *domain_, f, flags, app_srx_);
 }
 
 int endpoint::control(int command, void* arg) {

@@ -171,44 +171,10 @@ struct data_ops {
 };
 
 // An endpoint bound to a shared receive context: its receives are the
-// context's to post (docs/decisions.md, "Shared receive contexts").
+// context's to post (util/srx_port.hpp).
 template <class Lock, bool Rdm>
-struct shared_rx_ops {
-  using d = data_ops<Lock, Rdm>;
-  static ssize_t owned() noexcept {
-    WEFT_WARN(&provider(), FI_LOG_EP_DATA,
-              "receives of an endpoint bound to a shared receive context are posted to the context");
-    return to_fi(errc::nosys);
-  }
-  static ssize_t recv(fid_ep*, void*, size_t, void*, fi_addr_t, void*) noexcept { return owned(); }
-  static ssize_t recvv(fid_ep*, const iovec*, void**, size_t, fi_addr_t, void*) noexcept {
-    return owned();
-  }
-  static ssize_t recvmsg(fid_ep*, const fi_msg*, uint64_t) noexcept { return owned(); }
-  static ssize_t trecv(fid_ep*, void*, size_t, void*, fi_addr_t, uint64_t, uint64_t,
-                       void*) noexcept {
-    return owned();
-  }
-  static ssize_t trecvv(fid_ep*, const iovec*, void**, size_t, fi_addr_t, uint64_t, uint64_t,
-                        void*) noexcept {
-    return owned();
-  }
-  static ssize_t trecvmsg(fid_ep*, const fi_msg_tagged*, uint64_t) noexcept { return owned(); }
-  static constexpr fi_ops_msg msg_table = [] {
-    fi_ops_msg t = d::msg_table;
-    t.recv = recv;
-    t.recvv = recvv;
-    t.recvmsg = recvmsg;
-    return t;
-  }();
-  static constexpr fi_ops_tagged tagged_table = [] {
-    fi_ops_tagged t = d::tagged_table;
-    t.recv = trecv;
-    t.recvv = trecvv;
-    t.recvmsg = trecvmsg;
-    return t;
-  }();
-};
+using shared_rx_ops = util::shared_rx_tables<data_ops<Lock, Rdm>::msg_table,
+                                             data_ops<Lock, Rdm>::tagged_table, provider>;
 
 constexpr fi_ops_tagged tagged_badstate_table = {
     .size = sizeof(fi_ops_tagged),
@@ -232,11 +198,11 @@ constexpr fi_ops_srx_peer peer_ops = {
 
 template <class Lock, bool Rdm>
 const fi_ops_msg* endpoint::msg_table(bool shared_rx) noexcept {
-  return shared_rx ? &shared_rx_ops<Lock, Rdm>::msg_table : &data_ops<Lock, Rdm>::msg_table;
+  return shared_rx ? &shared_rx_ops<Lock, Rdm>::msg : &data_ops<Lock, Rdm>::msg_table;
 }
 template <class Lock, bool Rdm>
 const fi_ops_tagged* endpoint::tagged_table(bool shared_rx) noexcept {
-  return shared_rx ? &shared_rx_ops<Lock, Rdm>::tagged_table : &data_ops<Lock, Rdm>::tagged_table;
+  return shared_rx ? &shared_rx_ops<Lock, Rdm>::tagged : &data_ops<Lock, Rdm>::tagged_table;
 }
 const fi_ops_tagged* endpoint::tagged_badstate() noexcept { return &tagged_badstate_table; }
 const fi_ops_srx_peer* endpoint::peer_table(bool locked) noexcept {

@@ -162,6 +162,9 @@ fi_ep_attr rdm_ep = {
 fi_domain_attr rdm_dom = [] {
   fi_domain_attr d = dom;
   d.cq_data_size = sizeof(uint64_t);
+  // fi_srx_context: every RDM endpoint of the domain may share one
+  // (util::srx_ctx); DGRAM endpoints have no matching engine to share.
+  d.max_ep_srx_ctx = d.ep_cnt;
   return d;
 }();
 

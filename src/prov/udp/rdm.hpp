@@ -25,6 +25,8 @@
 #include "util/rd_link.hpp"
 #include "util/rma_ops.hpp"
 #include "util/srx.hpp"
+#include "util/srx_ctx.hpp"
+#include "util/srx_port.hpp"
 
 #include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_peer.h>
@@ -144,9 +146,16 @@ static_assert(sizeof(rdm_peer) + sizeof(peer_key) + 2 * sizeof(void*) <= 240,
               "an idle peer costs at most 256 bytes with the allocator's header");
 
 // An unexpected message's bytes, until a receive takes them.
+class rdm_endpoint;
 struct rdm_unexp {
   size_t len;
-  rdm_peer* from;  // its sender (peers live as long as the endpoint)
+  rdm_peer* from;     // its sender (peers live as long as the endpoint)
+  rdm_endpoint* ep;   // the endpoint it came to (the peer callbacks find it here)
+  // Under a shared receive context: its place in the endpoint's list of
+  // messages queued at the context (withdrawn when the endpoint closes).
+  fi_peer_rx_entry* queued;
+  rdm_unexp* q_prev;
+  rdm_unexp* q_next;
   std::byte data[];
 };
 
@@ -196,10 +205,11 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   template <class Lock>
   static int discard(fi_peer_rx_entry* e) noexcept;
 
+  // shared_rx: bound to a shared receive context (receives are its).
   template <class Lock>
-  static const fi_ops_msg* msg_table() noexcept;
+  static const fi_ops_msg* msg_table(bool shared_rx) noexcept;
   template <class Lock>
-  static const fi_ops_tagged* tagged_table() noexcept;
+  static const fi_ops_tagged* tagged_table(bool shared_rx) noexcept;
   static const fi_ops_srx_peer* peer_table(bool locked) noexcept;
 
   // What check_rma / check_atomic hold this endpoint's RMA to.
@@ -341,8 +351,21 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   util::rd::config rd_cfg_;
   uint64_t epoch_seed_;
   util::progress_hook hook_;
-  std::unique_ptr<util::srx> srx_;  // made at fi_enable, with the AV
+  std::unique_ptr<util::srx> srx_;  // made at fi_enable, with the AV (none under a shared context)
   fid_peer_srx* face_ = nullptr;
+  util::srx_port rx_;               // the one dispatch to srx_ or the context (fi_enable)
+  util::ref<util::srx_ctx> app_srx_;  // fi_srx_context bound to us
+  // Messages queued at the shared context (under q_lock_: the context's
+  // posting thread finishes them through start/discard).
+  util::fast_mutex q_lock_;
+  rdm_unexp* queued_ = nullptr;
+  void list_queued(rdm_unexp* b, fi_peer_rx_entry* e) noexcept;
+  void unlist_queued(rdm_unexp* b) noexcept;
+  int bind_srx(struct fid* f, uint64_t flags);
+  // Closing under a shared context: what we were filling fails
+  // (FI_ECANCELED) and what we queued is withdrawn.
+  template <class Lock>
+  void retire_receives() noexcept;
   // Peers by socket address (nodes do not move: pointers to peers stay
   // valid), and the ones sent to by fi_addr (an AV index).
   std::unordered_map<peer_key, rdm_peer, peer_key_hash> peers_;

@@ -13,10 +13,15 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <mutex>
+#include <thread>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 namespace weft::udp {
 
@@ -92,13 +97,21 @@ fi_addr_t lookup(const util::av* av, const sockaddr* sa, socklen_t len) noexcept
 
 const fi_provider* rdm_endpoint::prov() noexcept { return &provider(); }
 
+// An endpoint bound to a shared receive context: its receives are the
+// context's to post (util/srx_port.hpp).
 template <class Lock>
-const fi_ops_msg* rdm_endpoint::msg_table() noexcept {
-  return &util::msg_ops<rdm_endpoint, Lock>::msg_table;
+using shared_rx_ops = util::shared_rx_tables<util::msg_ops<rdm_endpoint, Lock>::msg_table,
+                                             util::msg_ops<rdm_endpoint, Lock>::tagged_table,
+                                             provider>;
+
+template <class Lock>
+const fi_ops_msg* rdm_endpoint::msg_table(bool shared_rx) noexcept {
+  return shared_rx ? &shared_rx_ops<Lock>::msg : &util::msg_ops<rdm_endpoint, Lock>::msg_table;
 }
 template <class Lock>
-const fi_ops_tagged* rdm_endpoint::tagged_table() noexcept {
-  return &util::msg_ops<rdm_endpoint, Lock>::tagged_table;
+const fi_ops_tagged* rdm_endpoint::tagged_table(bool shared_rx) noexcept {
+  return shared_rx ? &shared_rx_ops<Lock>::tagged
+                   : &util::msg_ops<rdm_endpoint, Lock>::tagged_table;
 }
 const fi_ops_srx_peer* rdm_endpoint::peer_table(bool locked) noexcept {
   return locked ? &peer_ops<util::mutex_lock> : &peer_ops<util::null_lock>;
@@ -184,7 +197,7 @@ void rdm_endpoint::relabel(bool inserted_only) noexcept {
   if (!inserted_only) std::fill(by_fi_.begin(), by_fi_.end(), nullptr);  // may name others now
   for (auto& [key, p] : peers_)
     if (!inserted_only || p.src == FI_ADDR_NOTAVAIL) p.src = lookup(av, key.sa(), key.len);
-  srx_->relabel<Lock>(
+  rx_.relabel<Lock>(
       [](fi_peer_rx_entry* e) {
         auto* b = static_cast<rdm_unexp*>(e->peer_context);
         return b && b->from ? b->from->src : e->addr;
@@ -415,7 +428,7 @@ void rdm_endpoint::finish_rx(fi_peer_rx_entry* e) noexcept {
               e->context);
   const bool ok = e->msg_size <= util::iov_total(e->iov, e->count);
   if (util::cntr* c = bound_.recv_cntr.get()) ok ? c->inc() : c->inc_err();
-  srx_->free_entry<Lock>(e);
+  rx_.free_entry<Lock>(e);
 }
 
 template <class Lock>
@@ -433,7 +446,7 @@ void rdm_endpoint::fail_rx(fi_peer_rx_entry* e, int err) noexcept {
                 e->context);
   }
   if (util::cntr* c = bound_.recv_cntr.get()) c->inc_err();
-  srx_->free_entry<Lock>(e);
+  rx_.free_entry<Lock>(e);
 }
 
 template <class Lock>
@@ -443,7 +456,7 @@ void rdm_endpoint::drop_rx(rdm_peer& p, int err) noexcept {
   if (p.rx_unexp) {
     free_unexp(static_cast<rdm_unexp*>(e->peer_context));
     e->peer_context = nullptr;
-    srx_->free_entry<Lock>(e);
+    rx_.free_entry<Lock>(e);
   } else {
     fail_rx<Lock>(e, err);
   }
@@ -485,8 +498,61 @@ rdm_unexp* rdm_endpoint::alloc_unexp(size_t len, rdm_peer* from) noexcept {
   if (!b) return nullptr;
   b->len = len;
   b->from = from;
+  b->ep = this;
+  b->queued = nullptr;
+  b->q_prev = b->q_next = nullptr;
   unexp_bytes_.fetch_add(len, std::memory_order_relaxed);
   return b;
+}
+
+void rdm_endpoint::list_queued(rdm_unexp* b, fi_peer_rx_entry* e) noexcept {
+  std::lock_guard g{q_lock_};
+  b->queued = e;
+  b->q_prev = nullptr;
+  b->q_next = queued_;
+  if (queued_) queued_->q_prev = b;
+  queued_ = b;
+}
+
+void rdm_endpoint::unlist_queued(rdm_unexp* b) noexcept {
+  if (rx_.owned()) return;  // our own engine: nothing is listed
+  std::lock_guard g{q_lock_};
+  if (!b->queued) return;
+  if (b->q_prev) b->q_prev->q_next = b->q_next;
+  else queued_ = b->q_next;
+  if (b->q_next) b->q_next->q_prev = b->q_prev;
+  b->q_prev = b->q_next = nullptr;
+  b->queued = nullptr;
+}
+
+template <class Lock>
+void rdm_endpoint::retire_receives() noexcept {
+  {
+    [[maybe_unused]] auto g = guard<Lock>();
+    // A receive of the context we were filling fails on our CQ (still
+    // bound); a message arriving unexpected, not yet queued, goes.
+    for (auto& [key, p] : peers_) drop_rx<Lock>(p, FI_ECANCELED);
+  }
+  // What we queued at the context is withdrawn; one a receive took
+  // meanwhile (another thread posting to the context) is being finished by
+  // start / discard, which unlist it: wait for that. The context's engine
+  // locks here whatever the policy: a control path.
+  util::srx& engine = app_srx_->engine();
+  for (;;) {
+    rdm_unexp* b;
+    fi_peer_rx_entry* e;
+    {
+      std::lock_guard g{q_lock_};
+      if (!(b = queued_)) break;
+      e = b->queued;
+    }
+    if (engine.withdraw<util::mutex_lock>(e)) {
+      unlist_queued(b);
+      free_unexp(b);
+      continue;
+    }
+    std::this_thread::yield();
+  }
 }
 
 void rdm_endpoint::free_unexp(rdm_unexp* b) noexcept {
@@ -527,14 +593,14 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
     if (p.src == FI_ADDR_NOTAVAIL) p.src = lookup(bound_.av_.get(), p.sa(), p.sa_len());
     fi_peer_match_attr a{p.src, v.m.len, v.m.tag};
     fi_peer_rx_entry* e = nullptr;
-    int r = tagged ? srx_->get_tag<Lock>(face_, a, &e) : srx_->get_msg<Lock>(face_, a, &e);
+    int r = rx_.get<Lock>(tagged, a, &e);
     if (r != 0 && r != to_fi(errc::noent)) return false;  // no entry now: later
     if (r != 0) {
       rdm_unexp* b = alloc_unexp(v.m.len, &p);
       if (!b) {
         // Past the unexpected-data bound: the message waits at its sender
         // until receives take what is queued.
-        srx_->free_entry<Lock>(e);
+        rx_.free_entry<Lock>(e);
         return false;
       }
       e->peer_context = b;
@@ -588,7 +654,7 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
     if (p.rx_unexp) {
       free_unexp(static_cast<rdm_unexp*>(e->peer_context));
       e->peer_context = nullptr;
-      srx_->free_entry<Lock>(e);
+      rx_.free_entry<Lock>(e);
     } else {
       fail_rx<Lock>(e, FI_EIO);
     }
@@ -596,18 +662,21 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
   }
   if (!p.rx_unexp) {
     finish_rx<Lock>(e);
-  } else if (e->flags & FI_TAGGED) {
-    srx_->queue_tag<Lock>(e);  // may start it at once: start takes no lock we hold
   } else {
-    srx_->queue_msg<Lock>(e);
+    // Listed first: queue may start it at once (start takes no lock we hold).
+    if (!rx_.owned()) list_queued(static_cast<rdm_unexp*>(e->peer_context), e);
+    rx_.queue<Lock>(e, e->flags & FI_TAGGED);
   }
   return true;
 }
 
 template <class Lock>
 int rdm_endpoint::start(fi_peer_rx_entry* e) noexcept {
-  auto* ep = static_cast<rdm_endpoint*>(e->srx->ep_fid.fid.context);
+  // The unexpected buffer names its endpoint (under a shared context the
+  // face's fid context is the context).
   auto* b = static_cast<rdm_unexp*>(e->peer_context);
+  rdm_endpoint* ep = b->ep;
+  ep->unlist_queued(b);
   size_t left = std::min(e->msg_size, util::iov_total(e->iov, e->count));
   const std::byte* from = b ? b->data : nullptr;
   for (size_t i = 0; i < e->count && left; ++i) {
@@ -624,10 +693,12 @@ int rdm_endpoint::start(fi_peer_rx_entry* e) noexcept {
 
 template <class Lock>
 int rdm_endpoint::discard(fi_peer_rx_entry* e) noexcept {
-  auto* ep = static_cast<rdm_endpoint*>(e->srx->ep_fid.fid.context);
-  ep->free_unexp(static_cast<rdm_unexp*>(e->peer_context));
+  auto* b = static_cast<rdm_unexp*>(e->peer_context);
+  rdm_endpoint* ep = b->ep;
+  ep->unlist_queued(b);
+  ep->free_unexp(b);
   e->peer_context = nullptr;
-  ep->srx_->free_entry<Lock>(e);
+  ep->rx_.free_entry<Lock>(e);
   return 0;
 }
 
@@ -725,7 +796,7 @@ void rdm_endpoint::progress() noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
   // A CQ bound before fi_enable runs this too: datagrams wait in the socket
   // until there is an engine to match them.
-  if (!srx_) return;
+  if (!rx_.face()) return;
   if (tx_deferred_head_) complete_deferred<Lock>();
   uint64_t now = util::now_ns();
   for (int i = 0; i < rx_batch; ++i) {
@@ -804,12 +875,13 @@ bool rdm_endpoint::auto_work(void* obj) noexcept {
 }
 
 #define WEFT_UDP_RDM_INSTANTIATE(L)                                                              \
-  template const fi_ops_msg* rdm_endpoint::msg_table<L>() noexcept;                              \
-  template const fi_ops_tagged* rdm_endpoint::tagged_table<L>() noexcept;                        \
+  template const fi_ops_msg* rdm_endpoint::msg_table<L>(bool) noexcept;                          \
+  template const fi_ops_tagged* rdm_endpoint::tagged_table<L>(bool) noexcept;                    \
   template void rdm_endpoint::progress<L>() noexcept;                                            \
   template bool rdm_endpoint::auto_work<L>(void*) noexcept;                                      \
   template void rdm_endpoint::relabel<L>(bool) noexcept;                                         \
   template void rdm_endpoint::drop_rx<L>(rdm_peer&, int) noexcept;                               \
+  template void rdm_endpoint::retire_receives<L>() noexcept;                                     \
   template bool rdm_endpoint::pump<L>(rdm_peer&, uint64_t) noexcept;                             \
   template void rdm_endpoint::complete_tx<L>(rdm_tx*) noexcept;                                  \
   template void rdm_endpoint::fail_tx<L>(rdm_tx*, int) noexcept;

@@ -155,6 +155,9 @@ int rdm_endpoint::close() {
   if (busy()) return to_fi(errc::busy);
   // The domain's thread lets go of us first (remove waits for a run under way).
   if (enabled_ && auto_) domain_->auto_progress().remove(this);
+  // Under a shared context (which outlives us): what we were filling fails
+  // and what we queued is withdrawn, while our CQ is still bound.
+  if (enabled_ && !srx_) with_lock([&]<class Lock>() { retire_receives<Lock>(); });
   bound_.unbind(this, sock_.get());
   if (srx_) with_lock([&]<class Lock>() {
     // Messages half-received or queued unexpected go back to the engine
@@ -179,7 +182,12 @@ int rdm_endpoint::bind(struct fid* bfid, uint64_t flags) {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind after fi_enable");
     return to_fi(errc::opbadstate);
   }
+  if (bfid && bfid->fclass == FI_CLASS_SRX_CTX) return bind_srx(bfid, flags);
   return bound_.bind(*domain_, bfid, flags, hook_, sock_.get());
+}
+
+int rdm_endpoint::bind_srx(struct fid* f, uint64_t flags) {
+  return util::srx_ctx::bind_to(&provider(), *domain_, f, flags, app_srx_);
 }
 
 int rdm_endpoint::control(int command, void* arg) {
@@ -206,23 +214,32 @@ int rdm_endpoint::enable() {
   // The matching engine is made here, once the AV is bound: a directed
   // receive's source is turned into the form completions report (the user
   // id under FI_AV_USER_ID).
-  try {
-    util::srx_attr a;
-    a.prov = &provider();
-    a.rx_cq = bound_.rx_cq.get();
-    a.threading = domain_->lock_threading();
-    a.size = rx_size_;
-    a.min_multi_recv = min_multi_recv_;
-    a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
-    a.av = bound_.av_.get();
-    srx_ = std::make_unique<util::srx>(a);
-    face_ = srx_->add_peer(peer_table(locked_), this);
-  } catch (const std::bad_alloc&) {
-    return to_fi(errc::nomem);
+  // Under a shared receive context its engine matches for us (the
+  // context's first endpoint fixes the AV every other one must use).
+  const bool shared_rx = app_srx_.get() != nullptr;
+  if (shared_rx) {
+    if (int ret = app_srx_->attach(bound_.rx_cq.get(), bound_.av_.get())) return ret;
+    rx_.share(app_srx_->face());
+  } else {
+    try {
+      util::srx_attr a;
+      a.prov = &provider();
+      a.rx_cq = bound_.rx_cq.get();
+      a.threading = domain_->lock_threading();
+      a.size = rx_size_;
+      a.min_multi_recv = min_multi_recv_;
+      a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
+      a.av = bound_.av_.get();
+      srx_ = std::make_unique<util::srx>(a);
+      face_ = srx_->add_peer(peer_table(locked_), this);
+      rx_.own(srx_.get(), face_);
+    } catch (const std::bad_alloc&) {
+      return to_fi(errc::nomem);
+    }
   }
   with_lock([&]<class Lock>() {
-    msg = const_cast<fi_ops_msg*>(msg_table<Lock>());
-    tagged = const_cast<fi_ops_tagged*>(tagged_table<Lock>());
+    msg = const_cast<fi_ops_msg*>(msg_table<Lock>(shared_rx));
+    tagged = const_cast<fi_ops_tagged*>(tagged_table<Lock>(shared_rx));
     // RMA and atomics where the endpoint asked for them; the others keep
     // the -FI_ENOSYS tables.
     if (caps_ & FI_RMA) rma = const_cast<fi_ops_rma*>(rma_table<Lock>());
@@ -307,6 +324,7 @@ ssize_t rdm_endpoint::cancel(void* context) {
 
 ssize_t rdm_endpoint::rx_size_left() {
   if (!enabled_) return to_fi(errc::opbadstate);
+  if (!srx_) return to_fi(errc::nosys);  // receives are the shared context's (fi_rx_size_left on it)
   ssize_t r = 0;
   with_lock([&]<class Lock>() { r = srx_->rx_size_left<Lock>(); });
   return r;
