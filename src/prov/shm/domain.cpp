@@ -115,7 +115,12 @@ int open_endpoint(util::domain& dom, fi_info* info, fid_ep** out, void* context)
 // else the application's own, util's engine shared by the endpoints bound
 // to it, which finish its matches through their peer callbacks.
 int open_srx(util::domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) {
-  if (attr && (attr->op_flags & FI_PEER)) return peer_srx::open(dom, attr, out, context);
+  if (attr && (attr->op_flags & FI_PEER))
+    return util::peer_srx::open(dom, &provider(),
+                                util::shared_objects_need_lock(dom.threading())
+                                    ? endpoint::peer_table<util::mutex_lock>()
+                                    : endpoint::peer_table<util::null_lock>(),
+                                out, context);
   const fi_ops_srx_peer* ops = util::shared_objects_need_lock(dom.lock_threading())
                                    ? endpoint::peer_table<util::mutex_lock>()
                                    : endpoint::peer_table<util::null_lock>();

@@ -30,6 +30,7 @@
 #include "util/lock.hpp"
 #include "util/rma_ops.hpp"
 #include "util/srx.hpp"
+#include "util/peer_srx.hpp"
 #include "util/srx_ctx.hpp"
 #include "util/srx_port.hpp"
 
@@ -280,29 +281,12 @@ struct inbound {
   bool cma_proven = false;      // a process_vm_readv from this sender worked
 };
 
-// ---- shared receive contexts (srx.cpp) ---------------------------------------
+// ---- shared receive contexts ------------------------------------------------
 
-// fi_srx_context with FI_PEER (fi_peer(3)): a receive context owned by
-// another provider. Endpoints bound to it match arriving messages through the
-// owner's fid_peer_srx (owner_ops) instead of a util::srx of their own, and
-// the owner finishes queued messages through the endpoint's peer_table,
-// installed in the owner's peer_ops at open. Receives are the owner's to
-// post: every data operation here is -FI_ENOSYS. The application's own
-// shared receive context (no FI_PEER) is util::srx_ctx, on the same road.
-class peer_srx : public util::endpoint_object<peer_srx> {
- public:
-  static int open(util::domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) noexcept;
-  peer_srx(util::domain& dom, fid_peer_srx* owner, void* context);
-  int close();
-  // Whether f is a peer_srx (checked before any cast).
-  static bool is(const struct fid* f) noexcept;
-  fid_peer_srx* owner() const noexcept { return owner_; }
-  util::domain& dom() const noexcept { return *domain_; }
-
- private:
-  util::ref<util::domain> domain_;
-  fid_peer_srx* owner_;
-};
+// fi_srx_context with FI_PEER (a context another provider owns, fi_peer(3))
+// is util::peer_srx; the application's own is util::srx_ctx. Endpoints bound
+// to either match through its face (util::srx_port::share).
+using util::peer_srx;
 
 // ---- the endpoint ------------------------------------------------------------
 
