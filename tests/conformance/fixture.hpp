@@ -83,6 +83,12 @@ class provider_test : public testing::TestWithParam<config> {
     EXPECT_EQ(fi_endpoint(domain, const_cast<fi_info*>(i ? i : info), &ep, nullptr), 0);
     if (!ep) return nullptr;
     eps.push_back(ep);
+    return enable_ep(ep, cq, self, also, enabled, also_flags);
+  }
+  // The rest of open_ep for an endpoint already opened (and bound to what
+  // else it needs): `cq`, the AV and `also`, fi_enable, its name inserted.
+  fid_ep* enable_ep(fid_ep* ep, fid_cq* cq, fi_addr_t* self, fid* also = nullptr,
+                    int* enabled = nullptr, uint64_t also_flags = 0) {
     EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
     EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
     if (also) { EXPECT_EQ(fi_ep_bind(ep, also, also_flags), 0); }

@@ -386,6 +386,64 @@ TEST_P(srx, threads_drive_endpoints_of_one_context) {
   EXPECT_EQ(fi_rx_size_left(ctx), static_cast<ssize_t>(1024));
 }
 
+// Endpoints sharing both a transmit and a receive context, as
+// fi_endpoint(3)'s shared contexts section allows (and libfabric's
+// shared_ctx test does): each sends to the other, the receives posted once
+// to the receive context, every completion on the endpoint's own CQ.
+TEST_P(srx, endpoints_share_a_transmit_and_a_receive_context) {
+  REQUIRE_SRX();
+  fi_rx_attr ra{};
+  ASSERT_EQ(fi_srx_context(domain, &ra, &ctx, nullptr), 0);
+  fid_stx* stx = nullptr;
+  ASSERT_EQ(fi_stx_context(domain, nullptr, &stx, nullptr), 0);
+  open_av();
+  fid_cq* cq1 = open_cq(FI_CQ_FORMAT_TAGGED);
+  fid_cq* cq2 = open_cq(FI_CQ_FORMAT_TAGGED);
+  fi_info* si = fi_dupinfo(info);
+  si->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
+  si->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+  fi_addr_t a1x = FI_ADDR_NOTAVAIL, a2x = FI_ADDR_NOTAVAIL;
+  fid_ep* e[2] = {};
+  fid_cq* cq[2] = {cq1, cq2};
+  fi_addr_t* self[2] = {&a1x, &a2x};
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(fi_endpoint(domain, si, &e[i], nullptr), 0);
+    eps.push_back(e[i]);
+    ASSERT_EQ(fi_ep_bind(e[i], &stx->fid, 0), 0);
+    e[i] = enable_ep(e[i], cq[i], self[i], &ctx->fid);
+    ASSERT_NE(e[i], nullptr);
+  }
+  fi_freeinfo(si);
+  char in[2][16] = {};
+  fi_context rctx[2], sctx[2];
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(fi_recv(ctx, in[i], sizeof in[i], nullptr, FI_ADDR_UNSPEC, &rctx[i]), 0);
+  ASSERT_EQ(fi_send(e[0], "one-to-two", 11, nullptr, a2x, &sctx[0]), 0);
+  ASSERT_EQ(fi_send(e[1], "two-to-one", 11, nullptr, a1x, &sctx[1]), 0);
+  // Each endpoint: its send's completion and the receive of what came to it.
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    bool sent = false, got = false;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!(sent && got) && std::chrono::steady_clock::now() < deadline) {
+      fi_cq_tagged_entry x{};
+      fi_cq_read(cq[1 - i], &x, 0);  // the other endpoint moves too
+      if (fi_cq_read(cq[i], &x, 1) != 1) continue;
+      if (x.op_context == &sctx[i]) sent = true;
+      else if (x.op_context == &rctx[0] || x.op_context == &rctx[1]) {
+        got = true;
+        EXPECT_STREQ(static_cast<char*>(x.buf), i == 0 ? "two-to-one" : "one-to-two");
+      } else ADD_FAILURE() << "a completion of another endpoint";
+    }
+    EXPECT_TRUE(sent && got);
+  }
+  for (fid_ep* x : e) {
+    std::erase(eps, x);
+    EXPECT_EQ(fi_close(&x->fid), 0);
+  }
+  EXPECT_EQ(fi_close(&stx->fid), 0);
+}
+
 // An endpoint closes while another thread posts receives to its context
 // that match the messages it queued there: each message is either taken by
 // one receive (completing on the closing endpoint's CQ, still open) or
