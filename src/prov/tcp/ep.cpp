@@ -302,19 +302,24 @@ void endpoint::retire_receives() noexcept {
   // Messages queued at the context are withdrawn: no receive of the context
   // will take them. One a receive took meanwhile (a thread posting to the
   // context) is being finished by its start_* / discard_*, which unlists it:
-  // wait for that (it takes no lock held here). The context's engine locks
-  // here whatever the policy: a control path.
+  // wait for that (it takes no lock held here). The list's lock is held
+  // across the withdrawal: a start_* finishing meanwhile would otherwise
+  // release the entry, which another message could take before we ask for
+  // it. The context's engine locks here whatever the policy: a control path.
+  // A start_* that took its message off the list may still be writing
+  // its completion: wait for it to leave too (in_start_).
   util::srx& engine = app_srx_->engine();
   for (;;) {
-    fi_peer_rx_entry* e;
     unexp_buf* b;
+    bool withdrawn = false;
     {
       [[maybe_unused]] auto a = aux_guard<Lock>();
-      if (!(b = queued_)) break;
-      e = b->queued;
+      b = queued_;
+      if (!b && !in_start_.load(std::memory_order_acquire)) break;
+      if (b) withdrawn = engine.withdraw<util::mutex_lock>(b->queued);
     }
-    if (engine.withdraw<util::mutex_lock>(e)) {
-      free_unexp<Lock>(b);  // unlists it
+    if (withdrawn) {
+      free_unexp<Lock>(b);  // unlists it (nothing else holds it now)
       continue;
     }
     std::this_thread::yield();

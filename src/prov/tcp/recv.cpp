@@ -187,9 +187,24 @@ void endpoint::list_queued(unexp_buf* b, fi_peer_rx_entry* e) noexcept {
 }
 
 template <class Lock>
+void endpoint::begin_start(unexp_buf* b) noexcept {
+  if (rx_.owned()) return;  // our own engine: nothing is listed, nobody waits
+  [[maybe_unused]] auto g = aux_guard<Lock>();
+  in_start_.fetch_add(1, std::memory_order_relaxed);
+  if (!b->queued) return;
+  if (b->q_prev)
+    b->q_prev->q_next = b->q_next;
+  else
+    queued_ = b->q_next;
+  if (b->q_next) b->q_next->q_prev = b->q_prev;
+  b->queued = nullptr;
+}
+
+template <class Lock>
 int endpoint::start(fi_peer_rx_entry* e) noexcept {
   auto* b = static_cast<unexp_buf*>(e->peer_context);
   endpoint* ep = b->ep;
+  ep->begin_start<Lock>(b);
   size_t left = std::min(e->msg_size, util::iov_total(e->iov, e->count));
   const std::byte* from = b->data;
   for (size_t i = 0; i < e->count && left; ++i) {
@@ -201,6 +216,7 @@ int endpoint::start(fi_peer_rx_entry* e) noexcept {
   e->peer_context = nullptr;
   ep->free_unexp<Lock>(b);
   ep->finish_rx<Lock>(e);
+  if (!ep->rx_.owned()) ep->in_start_.fetch_sub(1, std::memory_order_release);  // last touch
   return 0;
 }
 
@@ -208,9 +224,11 @@ template <class Lock>
 int endpoint::discard(fi_peer_rx_entry* e) noexcept {
   auto* b = static_cast<unexp_buf*>(e->peer_context);
   endpoint* ep = b->ep;
+  ep->begin_start<Lock>(b);
   ep->free_unexp<Lock>(b);
   e->peer_context = nullptr;
   ep->rx_.free_entry<Lock>(e);
+  if (!ep->rx_.owned()) ep->in_start_.fetch_sub(1, std::memory_order_release);  // last touch
   return 0;
 }
 

@@ -381,6 +381,13 @@ class endpoint : public util::endpoint_object<endpoint> {
   fi_peer_rx_entry* deferred_tail_ = nullptr;
   unexp_buf* unexp_free_ = nullptr;
   unexp_buf* queued_ = nullptr;  // shared context: messages queued at its owner
+  // start_* / discard_* under way for messages we queued (a thread posting
+  // to the context runs them): a closing endpoint waits for them to leave.
+  std::atomic<int> in_start_{0};
+  // A start_* / discard_* takes its message off our list (under the list's
+  // lock, before anything releases its entry) and counts itself in.
+  template <class Lock>
+  void begin_start(unexp_buf* b) noexcept;
   size_t unexp_free_count_ = 0;
   size_t unexp_bytes_ = 0;
   // Under lock_: send completions waiting for CQ room.

@@ -359,8 +359,13 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   // posting thread finishes them through start/discard).
   util::fast_mutex q_lock_;
   rdm_unexp* queued_ = nullptr;
+  // start / discard under way for messages we queued (a thread posting to
+  // the context runs them): a closing endpoint waits for them to leave.
+  std::atomic<int> in_start_{0};
   void list_queued(rdm_unexp* b, fi_peer_rx_entry* e) noexcept;
-  void unlist_queued(rdm_unexp* b) noexcept;
+  // start / discard of a message we queued at a shared context: off the
+  // list (before anything releases its entry) and counted in in_start_.
+  void begin_start(rdm_unexp* b) noexcept;
   int bind_srx(struct fid* f, uint64_t flags);
   // Closing under a shared context: what we were filling fails
   // (FI_ECANCELED) and what we queued is withdrawn.

@@ -514,9 +514,10 @@ void rdm_endpoint::list_queued(rdm_unexp* b, fi_peer_rx_entry* e) noexcept {
   queued_ = b;
 }
 
-void rdm_endpoint::unlist_queued(rdm_unexp* b) noexcept {
+void rdm_endpoint::begin_start(rdm_unexp* b) noexcept {
   if (rx_.owned()) return;  // our own engine: nothing is listed
   std::lock_guard g{q_lock_};
+  in_start_.fetch_add(1, std::memory_order_relaxed);  // start / discard: done at their end
   if (!b->queued) return;
   if (b->q_prev) b->q_prev->q_next = b->q_next;
   else queued_ = b->q_next;
@@ -535,19 +536,30 @@ void rdm_endpoint::retire_receives() noexcept {
   }
   // What we queued at the context is withdrawn; one a receive took
   // meanwhile (another thread posting to the context) is being finished by
-  // start / discard, which unlist it: wait for that. The context's engine
-  // locks here whatever the policy: a control path.
+  // start / discard, which unlist it first: wait for that. The list's lock
+  // is held across the withdrawal, so such a start cannot release the entry
+  // (which another message could then take) before we ask for it. The
+  // context's engine locks here whatever the policy: a control path.
+  // A start that took its message off the list may still be writing its
+  // completion: wait for it to leave too (in_start_).
   util::srx& engine = app_srx_->engine();
   for (;;) {
     rdm_unexp* b;
-    fi_peer_rx_entry* e;
+    bool withdrawn = false;
     {
       std::lock_guard g{q_lock_};
-      if (!(b = queued_)) break;
-      e = b->queued;
+      b = queued_;
+      if (!b && !in_start_.load(std::memory_order_acquire)) break;
+      if (b && (withdrawn = engine.withdraw<util::mutex_lock>(b->queued))) {
+        // Nothing else holds it now: off the list here (begin_start
+        // counts a start in).
+        if (b->q_prev) b->q_prev->q_next = b->q_next;
+        else queued_ = b->q_next;
+        if (b->q_next) b->q_next->q_prev = b->q_prev;
+        b->queued = nullptr;
+      }
     }
-    if (engine.withdraw<util::mutex_lock>(e)) {
-      unlist_queued(b);
+    if (withdrawn) {
       free_unexp(b);
       continue;
     }
@@ -676,7 +688,7 @@ int rdm_endpoint::start(fi_peer_rx_entry* e) noexcept {
   // face's fid context is the context).
   auto* b = static_cast<rdm_unexp*>(e->peer_context);
   rdm_endpoint* ep = b->ep;
-  ep->unlist_queued(b);
+  ep->begin_start(b);  // counted in in_start_ until we are done
   size_t left = std::min(e->msg_size, util::iov_total(e->iov, e->count));
   const std::byte* from = b ? b->data : nullptr;
   for (size_t i = 0; i < e->count && left; ++i) {
@@ -688,6 +700,7 @@ int rdm_endpoint::start(fi_peer_rx_entry* e) noexcept {
   e->peer_context = nullptr;
   ep->free_unexp(b);
   ep->finish_rx<Lock>(e);
+  if (!ep->rx_.owned()) ep->in_start_.fetch_sub(1, std::memory_order_release);  // last touch
   return 0;
 }
 
@@ -695,10 +708,11 @@ template <class Lock>
 int rdm_endpoint::discard(fi_peer_rx_entry* e) noexcept {
   auto* b = static_cast<rdm_unexp*>(e->peer_context);
   rdm_endpoint* ep = b->ep;
-  ep->unlist_queued(b);
+  ep->begin_start(b);
   ep->free_unexp(b);
   e->peer_context = nullptr;
   ep->rx_.free_entry<Lock>(e);
+  if (!ep->rx_.owned()) ep->in_start_.fetch_sub(1, std::memory_order_release);  // last touch
   return 0;
 }
 
