@@ -6,11 +6,14 @@
 #include "prov/shm/peer.hpp"
 
 #include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +24,34 @@ namespace weft::shm {
 namespace {
 constexpr char region_prefix[] = "weft-shm-";
 constexpr char fifo_prefix[] = "weft-shmw-";
+
+// One byte into a sender's end of an owner's FIFO. An owner that closed its
+// endpoint (or died) leaves no reader: write fails with EPIPE and the kernel
+// sends this thread SIGPIPE, whose default action kills the application. A
+// library may not change the process's disposition, so the signal is
+// blocked in this thread for the write and a SIGPIPE it raised is taken
+// back before the mask is restored (one that was pending before is left).
+// Only sleeping owners are woken, so this is off the fast path.
+ssize_t write_quietly(int fd) noexcept {
+  sigset_t pipe, old, pending;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  sigemptyset(&pending);
+  ::pthread_sigmask(SIG_BLOCK, &pipe, &old);
+  ::sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE);
+  char b = 1;
+  ssize_t r = ::write(fd, &b, 1);
+  const int err = errno;
+  if (r < 0 && err == EPIPE && !was_pending) {
+    timespec none{0, 0};
+    while (::sigtimedwait(&pipe, nullptr, &none) < 0 && errno == EINTR) {
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = err;
+  return r;
+}
 }  // namespace
 
 std::string wake_name(const std::string& region_name) {
@@ -87,8 +118,8 @@ bool wake_owner(util::unique_fd& fd, const std::string& dir,
       return false;
     }
   }
-  char b = 1;
-  return ::write(fd.get(), &b, 1) == 1 || errno == EAGAIN;  // full: it is awake already
+  // Full (EAGAIN): it is awake already. EPIPE: the owner is gone.
+  return write_quietly(fd.get()) == 1 || errno == EAGAIN;
 } catch (const std::bad_alloc&) {
   return false;
 }

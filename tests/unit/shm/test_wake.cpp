@@ -9,7 +9,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cinttypes>
@@ -75,6 +77,35 @@ TEST(shm_wake, a_sender_wakes_the_owner_and_the_owner_reads_it_empty) {
     EXPECT_EQ(::poll(&p, 1, 0), 0);
   }
   EXPECT_FALSE(exists(path)) << "unlinked with its owner";
+}
+
+// A sender that wakes an owner gone since it opened the FIFO (the owner's
+// endpoint closed, or its process died) is told so, and its process lives:
+// the write's EPIPE comes with a SIGPIPE whose default action kills, so
+// this runs in a child whose end is checked.
+TEST(shm_wake, waking_an_owner_that_left_raises_no_sigpipe) {
+  temp_dir d;
+  std::string region = "weft-shm-" + suffix(::getpid(), 11);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGPIPE, SIG_DFL);
+    util::unique_fd w;
+    {
+      wake_fifo f;
+      if (f.create(d.path, region, nullptr) != errc::ok) ::_exit(2);
+      if (!wake_owner(w, d.path, region)) ::_exit(3);
+    }  // the owner leaves: its read end closes
+    if (wake_owner(w, d.path, region)) ::_exit(4);  // told: no reader
+    sigset_t pending;
+    sigpending(&pending);
+    ::_exit(sigismember(&pending, SIGPIPE) ? 5 : 0);  // and nothing left pending
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_FALSE(WIFSIGNALED(status)) << "killed by signal " << WTERMSIG(status);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(shm_wake, only_a_fifo_is_written) {
