@@ -459,10 +459,11 @@ TEST_P(srx, closing_an_endpoint_while_a_thread_posts_to_its_context) {
   ASSERT_TRUE(s1 && s2 && b && c);
   constexpr int n = 64;
   static char bufs[n][16];
+  static char msgs[n][16];  // a send's buffer is the provider's until it completes
   static fi_context rctx[n], sctx[n];
   for (int i = 0; i < n; ++i) {
-    char m[16];
-    std::snprintf(m, sizeof m, "queued %d", i);
+    char* m = msgs[i];
+    std::snprintf(m, sizeof msgs[i], "queued %d", i);
     ssize_t r;
     while ((r = fi_send(s1, m, std::strlen(m) + 1, nullptr, ab, &sctx[i])) == -FI_EAGAIN) {
       fi_cq_tagged_entry e;
