@@ -62,14 +62,7 @@ void endpoint::free_unexp(unexp_buf* b) noexcept {
   if (!b) return;
   {
     [[maybe_unused]] auto g = aux_guard<Lock>();
-    if (b->queued) {  // listed (shared context): unlisted as it goes
-      if (b->q_prev)
-        b->q_prev->q_next = b->q_next;
-      else
-        queued_ = b->q_next;
-      if (b->q_next) b->q_next->q_prev = b->q_prev;
-      b->queued = nullptr;
-    }
+    unlink_queued(b);  // listed (shared context): unlisted as it goes
     unexp_bytes_ -= b->len;
     // Small buffers are kept (up to a bound) so the warm path never allocates.
     if (b->cap == unexp_buf::small && unexp_free_count_ < 1024) {
@@ -191,13 +184,7 @@ void endpoint::begin_start(unexp_buf* b) noexcept {
   if (rx_.owned()) return;  // our own engine: nothing is listed, nobody waits
   [[maybe_unused]] auto g = aux_guard<Lock>();
   in_start_.fetch_add(1, std::memory_order_relaxed);
-  if (!b->queued) return;
-  if (b->q_prev)
-    b->q_prev->q_next = b->q_next;
-  else
-    queued_ = b->q_next;
-  if (b->q_next) b->q_next->q_prev = b->q_prev;
-  b->queued = nullptr;
+  unlink_queued(b);
 }
 
 template <class Lock>

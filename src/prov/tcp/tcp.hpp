@@ -388,6 +388,18 @@ class endpoint : public util::endpoint_object<endpoint> {
   // lock, before anything releases its entry) and counts itself in.
   template <class Lock>
   void begin_start(unexp_buf* b) noexcept;
+  // Takes b off the list of queued messages if it is on it (the list's
+  // lock, aux_guard, held).
+  void unlink_queued(unexp_buf* b) noexcept {
+    if (!b->queued) return;
+    if (b->q_prev)
+      b->q_prev->q_next = b->q_next;
+    else
+      queued_ = b->q_next;
+    if (b->q_next) b->q_next->q_prev = b->q_prev;
+    b->q_prev = b->q_next = nullptr;
+    b->queued = nullptr;
+  }
   size_t unexp_free_count_ = 0;
   size_t unexp_bytes_ = 0;
   // Under lock_: send completions waiting for CQ room.

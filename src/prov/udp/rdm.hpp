@@ -366,6 +366,15 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   // start / discard of a message we queued at a shared context: off the
   // list (before anything releases its entry) and counted in in_start_.
   void begin_start(rdm_unexp* b) noexcept;
+  // Takes b off that list if it is on it (q_lock_ held).
+  void unlink_queued(rdm_unexp* b) noexcept {
+    if (!b->queued) return;
+    if (b->q_prev) b->q_prev->q_next = b->q_next;
+    else queued_ = b->q_next;
+    if (b->q_next) b->q_next->q_prev = b->q_prev;
+    b->q_prev = b->q_next = nullptr;
+    b->queued = nullptr;
+  }
   int bind_srx(struct fid* f, uint64_t flags);
   // Closing under a shared context: what we were filling fails
   // (FI_ECANCELED) and what we queued is withdrawn.

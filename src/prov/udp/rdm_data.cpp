@@ -518,12 +518,7 @@ void rdm_endpoint::begin_start(rdm_unexp* b) noexcept {
   if (rx_.owned()) return;  // our own engine: nothing is listed
   std::lock_guard g{q_lock_};
   in_start_.fetch_add(1, std::memory_order_relaxed);  // start / discard: done at their end
-  if (!b->queued) return;
-  if (b->q_prev) b->q_prev->q_next = b->q_next;
-  else queued_ = b->q_next;
-  if (b->q_next) b->q_next->q_prev = b->q_prev;
-  b->q_prev = b->q_next = nullptr;
-  b->queued = nullptr;
+  unlink_queued(b);
 }
 
 template <class Lock>
@@ -553,10 +548,7 @@ void rdm_endpoint::retire_receives() noexcept {
       if (b && (withdrawn = engine.withdraw<util::mutex_lock>(b->queued))) {
         // Nothing else holds it now: off the list here (begin_start
         // counts a start in).
-        if (b->q_prev) b->q_prev->q_next = b->q_next;
-        else queued_ = b->q_next;
-        if (b->q_next) b->q_next->q_prev = b->q_prev;
-        b->queued = nullptr;
+        unlink_queued(b);
       }
     }
     if (withdrawn) {
