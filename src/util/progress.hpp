@@ -10,6 +10,7 @@
 #include "util/trigger.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <mutex>
 #include <vector>
 
@@ -18,6 +19,12 @@ namespace weft::util {
 struct progress_hook {
   void (*fn)(void* obj) noexcept;
   void* obj;
+  // A source whose events must come after those its fellow sources had
+  // already received (a passive endpoint: a connection request after the end
+  // of an earlier connection whose FIN arrived first) gathers its input
+  // here, before every hook's fn runs, and announces in fn, which runs after
+  // the others': such hooks are kept last.
+  void (*gather)(void* obj) noexcept = nullptr;
 };
 
 class progress_list {
@@ -26,21 +33,30 @@ class progress_list {
     std::lock_guard g{m_};
     for (const auto& x : hooks_)
       if (x.obj == h.obj) return;  // bound twice (tx and rx): drive it once
-    hooks_.push_back(h);
+    if (h.gather) {
+      hooks_.push_back(h);
+      ++gatherers_;
+      return;
+    }
+    hooks_.insert(hooks_.end() - static_cast<std::ptrdiff_t>(gatherers_), h);
   }
   void remove(void* obj) noexcept {
     std::lock_guard g{m_};
-    std::erase_if(hooks_, [obj](const progress_hook& h) { return h.obj == obj; });
+    std::erase_if(hooks_, [&](const progress_hook& h) {
+      if (h.obj != obj) return false;
+      if (h.gather) --gatherers_;
+      return true;
+    });
   }
   // Drives every bound source. Under a threading model that shares the object
   // between threads the list is guarded; otherwise the caller is alone.
   template <class Lock>
   void run() noexcept {
     if constexpr (std::is_same_v<Lock, null_lock>) {
-      for (const auto& h : hooks_) h.fn(h.obj);
+      run_hooks();
     } else {
       std::lock_guard g{m_};
-      for (const auto& h : hooks_) h.fn(h.obj);
+      run_hooks();
     }
     if (triggers_) triggers_->fire_if_ready();
   }
@@ -52,11 +68,18 @@ class progress_list {
   bool empty() const noexcept { return hooks_.empty(); }
 
  private:
+  void run_hooks() noexcept {
+    if (gatherers_)
+      for (size_t i = hooks_.size() - gatherers_; i < hooks_.size(); ++i)
+        hooks_[i].gather(hooks_[i].obj);
+    for (const auto& h : hooks_) h.fn(h.obj);
+  }
   // Taken on every fi_cq_read under FI_THREAD_SAFE (a ping-pong's every
   // hop): the inline futex lock, not std::mutex's two library calls.
   fast_mutex m_;
   std::vector<progress_hook> hooks_;
   trigger_engine* triggers_ = nullptr;
+  size_t gatherers_ = 0;  // hooks with a gather step: the last ones
 };
 
 }  // namespace weft::util

@@ -52,12 +52,12 @@ errc progress_thread::start() noexcept {
   return errc::ok;
 }
 
-errc progress_thread::add(int fd, work_fn fn, void* obj) noexcept {
+errc progress_thread::add(int fd, work_fn fn, void* obj, bool last) noexcept {
   std::lock_guard g{mutex_};
   if (!thread_.joinable())
     if (errc e = start(); e != errc::ok) return e;
   try {
-    auto s = std::make_unique<source>(source{next_id_++, fd, fn, obj, 0});
+    auto s = std::make_unique<source>(source{next_id_++, fd, fn, obj, last, 0});
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLONESHOT;
     ev.data.u64 = s->id;
@@ -97,6 +97,36 @@ void progress_thread::run() noexcept {
   }
 }
 
+progress_thread::source* progress_thread::find(uint64_t id) noexcept {
+  auto it = std::find_if(sources_.begin(), sources_.end(),
+                         [&](const std::unique_ptr<source>& s) { return s->id == id; });
+  return it == sources_.end() ? nullptr : it->get();  // null: removed since epoll_wait
+}
+
+void progress_thread::work(source& s) noexcept {
+  if (s.fn(s.obj))
+    arm(s);
+  else
+    s.rearm_at = now_ns() + backoff_ns;
+}
+
+void progress_thread::run_others_ready() noexcept {
+  // mutex_ is held: we are inside pass(), in the calling source's work,
+  // whose own descriptor is disarmed (one-shot) and so not reported here.
+  epoll_event evs[16];
+  int n = ::epoll_wait(epoll_.get(), evs, 16, 0);
+  for (int i = 0; i < n; ++i) {
+    uint64_t id = evs[i].data.u64;
+    if (id == 0) continue;  // level-triggered: reported again at the next wait
+    source* s = find(id);
+    if (!s) continue;
+    if (s->last)
+      arm(*s);  // its readiness is reported again at the next wait
+    else
+      work(*s);
+  }
+}
+
 bool progress_thread::pass(const epoll_event* evs, int n, int& timeout) noexcept {
   {
     std::lock_guard g{mutex_};
@@ -108,14 +138,7 @@ bool progress_thread::pass(const epoll_event* evs, int n, int& timeout) noexcept
         [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof v);
         continue;
       }
-      auto it = std::find_if(sources_.begin(), sources_.end(),
-                             [&](const std::unique_ptr<source>& s) { return s->id == id; });
-      if (it == sources_.end()) continue;  // removed since epoll_wait returned
-      source& s = **it;
-      if (s.fn(s.obj))
-        arm(s);
-      else
-        s.rearm_at = now_ns() + backoff_ns;
+      if (source* s = find(id)) work(*s);
     }
     // Blocked sources whose backoff ended are armed again; the next wait
     // lasts until the earliest of the others.

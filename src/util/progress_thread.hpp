@@ -44,8 +44,16 @@ class progress_thread {
   progress_thread& operator=(const progress_thread&) = delete;
 
   // Starts the thread on first use. errc of the failure (logged by caller).
-  errc add(int fd, work_fn fn, void* obj) noexcept;
+  // A source added `last` announces what must follow the events its fellow
+  // sources already have (a passive endpoint's connection requests): its
+  // work gathers, calls run_others_ready, then announces.
+  errc add(int fd, work_fn fn, void* obj, bool last = false) noexcept;
   void remove(void* obj) noexcept;
+  // From a `last` source's work, on the thread: runs at once every other
+  // source that is ready now, so that what reached them before what the
+  // caller gathered is reported first. Other `last` sources stay armed for
+  // the next pass.
+  void run_others_ready() noexcept;
   // Work run after every pass, holding none of the thread's locks (a
   // domain's triggered work, util/trigger.hpp). remove_after is synchronous
   // like remove.
@@ -59,12 +67,16 @@ class progress_thread {
     int fd;
     work_fn fn;
     void* obj;
+    bool last;
     uint64_t rearm_at = 0;  // blocked: re-armed then
   };
   errc start() noexcept;
   void run() noexcept;
   // One round of the sources epoll_wait reported; false once stopping.
   bool pass(const epoll_event* evs, int n, int& timeout) noexcept;
+  // The source of epoll's id, if still there, or null; runs one's work.
+  source* find(uint64_t id) noexcept;
+  void work(source& s) noexcept;
   void run_after() noexcept;
   void arm(source& s) noexcept;
 

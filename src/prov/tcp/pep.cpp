@@ -180,7 +180,7 @@ int pep::close() {
   }
   // First: once remove() returns, the fabric's thread never runs us again.
   if (registered_) fabric_->control_progress().remove(this);
-  if (eq_) {
+  if (eq_ && !auto_) {
     eq_->progress().remove(this);
     eq_->remove_wait_fd(epoll_.get());
   }
@@ -204,8 +204,11 @@ int pep::bind(struct fid* bfid, uint64_t flags) {
     if (eq_) return to_fi(errc::inval);
     eq_.reset(q);
   }
+  // Under automatic control progress the fabric's thread alone drives us
+  // (pep::progress): it orders our requests after the endpoints' events.
+  if (auto_) return 0;
   // Not under m_: reading the EQ takes its hook list's lock, then m_.
-  q->progress().add({&progress_thunk, this});
+  q->progress().add({&announce_thunk, this, &gather_thunk});
   q->add_wait_fd(epoll_.get());
   return 0;
 }
@@ -265,7 +268,7 @@ int pep::listen() {
   // Not under m_: the thread holds its own lock while it runs our progress,
   // which takes m_. listen and close are the application's calls on this
   // object, never concurrent with each other (fi_endpoint(3)).
-  if (errc e = fabric_->control_progress().add(epoll_.get(), &auto_work, this); e != errc::ok) {
+  if (errc e = fabric_->control_progress().add(epoll_.get(), &auto_work, this, true); e != errc::ok) {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_listen: cannot start automatic progress: %s",
               fi_strerror(static_cast<int>(e)));
     return to_fi(e);
@@ -297,9 +300,21 @@ int pep::listen_locked() {
 
 // ---- connection requests ----
 
+// A connection request is announced after the events of the connections
+// already open on the same EQ that reached us first: a client that shuts one
+// connection down and connects again has its server see FI_SHUTDOWN before
+// the next FI_CONNREQ (fi_cm_data-style loops wait for them in that order).
+// So requests are gathered first, the endpoints are driven, and only then
+// announced: by the EQ's progress list (endpoints' hooks run between our
+// gather and our announce), or on the fabric's thread by run_others_ready.
 void pep::progress() noexcept {
+  if (gather()) fabric_->control_progress().run_others_ready();
+  announce_ready();
+}
+
+bool pep::gather() noexcept {
   std::lock_guard g{m_};
-  if (!listening_) return;
+  if (!listening_) return false;
   epoll_event evs[32];
   int n = epoll_wait(epoll_.get(), evs, 32, 0);
   for (int i = 0; i < n; ++i) {
@@ -313,6 +328,14 @@ void pep::progress() noexcept {
       read_request(*static_cast<connreq*>(evs[i].data.ptr));
     }
   }
+  for (auto& r : reqs_)
+    if (r->c && !r->announced && r->c->state == conn_state::accepting) return true;
+  return false;
+}
+
+void pep::announce_ready() noexcept {
+  std::lock_guard g{m_};
+  if (!listening_) return;
   uint64_t now = util::now_ns();
   for (auto& r : reqs_) {
     if (!r->c || r->announced) continue;

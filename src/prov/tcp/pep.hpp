@@ -56,8 +56,10 @@ class pep : public util::fid_object<pep, fid_pep> {
 
   // fi_endpoint with info->handle == the request: the connection leaves.
   std::unique_ptr<conn> take(connreq* r) noexcept;
-  void progress() noexcept;
-  static void progress_thunk(void* obj) noexcept { static_cast<pep*>(obj)->progress(); }
+  // Manual progress: the EQ's progress list gathers, drives the endpoints
+  // bound to the EQ, then announces (pep.cpp says why).
+  static void gather_thunk(void* obj) noexcept { static_cast<pep*>(obj)->gather(); }
+  static void announce_thunk(void* obj) noexcept { static_cast<pep*>(obj)->announce_ready(); }
   // Automatic control progress: the fabric's thread runs progress when the
   // epoll set is ready (a connection, a request's bytes, the timer).
   static bool auto_work(void* obj) noexcept {
@@ -66,6 +68,11 @@ class pep : public util::fid_object<pep, fid_pep> {
   }
 
  private:
+  void progress() noexcept;
+  // Accepts connections and reads their requests: true if one is ready to
+  // announce.
+  bool gather() noexcept;
+  void announce_ready() noexcept;
   void accept_all() noexcept;
   void read_request(connreq& r) noexcept;
   bool announce(connreq& r) noexcept;
