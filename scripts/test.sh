@@ -7,33 +7,63 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/deps.sh"
 cd "$root"
 status=0
+failed=()  # the phases that failed, and their failing tests: printed last
+start=$(date +%s)
+phase() { echo "== $1 ($(( $(date +%s) - start )) s in)"; }
+# A ctest run's failures, for the summary: its LastTestsFailed log.
+note_ctest() { # build dir, phase name
+  local log=$1/Testing/Temporary/LastTestsFailed.log
+  failed+=("$2")
+  [ -f "$log" ] && while IFS= read -r t; do failed+=("  $t"); done <"$log"
+  status=1
+}
 
-echo "== build (RelWithDebInfo)"
+phase "build (RelWithDebInfo)"
 bash scripts/build.sh build
-echo "== tests"
-ctest --test-dir build --output-on-failure -j2 || status=1
+phase "tests"
+ctest --test-dir build --output-on-failure -j2 || note_ctest build "tests (regular build)"
 
-echo "== build (ASan + UBSan)"
+phase "build (ASan + UBSan)"
 bash scripts/build.sh build-asan -DWEFT_SANITIZE=address,undefined
-echo "== tests under ASan + UBSan"
+phase "tests under ASan + UBSan"
 # Debian's binaries are not instrumented: the sanitizer runtime must load first.
 asan_rt=$(g++ -print-file-name=libasan.so)
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  WEFT_PRELOAD="$asan_rt" ctest --test-dir build-asan --output-on-failure -j2 || status=1
+  WEFT_PRELOAD="$asan_rt" ctest --test-dir build-asan --output-on-failure -j2 ||
+  note_ctest build-asan "tests under ASan + UBSan"
 
-echo "== build (ThreadSanitizer)"
+phase "build (ThreadSanitizer)"
 bash scripts/build.sh build-tsan -DWEFT_SANITIZE=thread
-echo "== unit and conformance tests under ThreadSanitizer"
+phase "unit and conformance tests under ThreadSanitizer"
 # The compat tests run Debian's uninstrumented binaries: not under TSan.
 # Tests fork children that open their own fabrics while the parent's
 # progress threads run (automatic progress): allowed, the children never
 # touch the parent's objects.
 TSAN_OPTIONS=halt_on_error=1:die_after_fork=0 ctest --test-dir build-tsan --output-on-failure -j2 -E '^compat' \
-  || status=1
+  || note_ctest build-tsan "tests under ThreadSanitizer"
 
-echo "== fuzz: tcp frame reader, 30 s"
-bash fuzz/run_tcp_frame.sh 30 || status=1
-echo "== fuzz: reliable datagrams (udp RDM), 20 s"
-bash fuzz/run_rd.sh 20 || status=1
+# The fuzzers' progress lines go to a log; its tail is shown on a failure.
+fuzz() { # name, script, seconds
+  local log=build-fuzz/$1.log
+  mkdir -p build-fuzz
+  if bash "$2" "$3" >"$log" 2>&1; then
+    grep -E '^Done|stat::number_of_executed_units' "$log" || true
+  else
+    tail -60 "$log"
+    failed+=("fuzz: $1 ($log)")
+    status=1
+  fi
+}
+phase "fuzz: tcp frame reader, 30 s"
+fuzz tcp_frame fuzz/run_tcp_frame.sh 30
+phase "fuzz: reliable datagrams (udp RDM), 20 s"
+fuzz rd fuzz/run_rd.sh 20
 
+phase "done"
+if [ $status -ne 0 ]; then
+  echo "== FAILED:"
+  printf '%s\n' "${failed[@]}"
+else
+  echo "== every phase passed"
+fi
 exit $status
