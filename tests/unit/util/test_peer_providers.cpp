@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
-// weft — shm as a peer provider (fi_peer(3)), the way a link provider uses
-// it: the test plays the owner, with its own completion queue (a
-// fid_peer_cq that records writes) and its own receive context (a
-// util::srx behind a fid_peer_srx whose owner_ops count the calls), opens
-// shm's peer CQ and peer SRX on them and binds two shm endpoints whose
-// addresses carry user ids (FI_AV_USER_ID). Every completion must reach the
-// owner's CQ, every receive must come from the owner's queue, and senders
-// must be named by their user ids.
+// weft — shm and tcp (RDM) as peer providers (fi_peer(3)), the way a link
+// provider uses them: the test plays the owner, with its own completion
+// queue (a fid_peer_cq that records writes), counter (a fid_peer_cntr that
+// counts) and receive context (a util::srx behind a fid_peer_srx whose
+// owner_ops count the calls), opens the provider's peer CQ and peer SRX on
+// them and binds two endpoints whose addresses carry user ids
+// (FI_AV_USER_ID). Every completion must reach the owner's CQ, every
+// receive must come from the owner's queue, and senders must be named by
+// their user ids.
 #include "util/srx.hpp"
 
 #include <rdma/fabric.h>
@@ -22,6 +23,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -138,19 +140,40 @@ struct owner_srx {
   }
 };
 
-// ---- shm under that owner --------------------------------------------------------
+// The owner's counter: counts what the peer hands it.
+struct owner_cntr : fid_peer_cntr {
+  int incs = 0, errs = 0;
+  static void inc(fid_peer_cntr* c) { static_cast<owner_cntr*>(c)->incs++; }
+  static void incerr(fid_peer_cntr* c) { static_cast<owner_cntr*>(c)->errs++; }
+  fi_ops_cntr_owner ops{sizeof(fi_ops_cntr_owner), inc, incerr};
+  fi_peer_cntr_context ctx{sizeof(fi_peer_cntr_context), this};
+  owner_cntr() : fid_peer_cntr{} {
+    fid.fclass = FI_CLASS_PEER_CNTR;
+    owner_ops = &ops;
+  }
+};
+
+// ---- a provider under that owner -------------------------------------------------
 
 constexpr fi_addr_t id_a = 1000, id_b = 2000;
 
-class shm_peer : public ::testing::TestWithParam<fi_threading> {
+// The provider's name and the domain's threading.
+using peer_param = std::tuple<std::string, fi_threading>;
+
+class peer_provider : public ::testing::TestWithParam<peer_param> {
  protected:
+  const std::string& prov() const { return std::get<0>(GetParam()); }
+  bool shm() const { return prov() == "shm"; }
   void SetUp() override {
     fi_info* hints = fi_allocinfo();
     hints->caps = FI_MSG | FI_TAGGED | FI_SOURCE | FI_PEER | FI_AV_USER_ID;
     hints->ep_attr->type = FI_EP_RDM;
-    hints->domain_attr->threading = GetParam();
-    hints->fabric_attr->prov_name = strdup("shm");
-    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, hints, &info), 0);
+    hints->domain_attr->threading = std::get<1>(GetParam());
+    hints->fabric_attr->prov_name = strdup(prov().c_str());
+    // tcp: loopback, which every host has.
+    const char* node = shm() ? nullptr : "127.0.0.1";
+    if (!shm()) hints->addr_format = FI_SOCKADDR_IN;
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 21), node, nullptr, node ? FI_SOURCE : 0, hints, &info), 0);
     fi_freeinfo(hints);
     EXPECT_TRUE(info->caps & FI_PEER);
     EXPECT_TRUE(info->caps & FI_AV_USER_ID);
@@ -243,9 +266,16 @@ class shm_peer : public ::testing::TestWithParam<fi_threading> {
   fi_addr_t addr_a = FI_ADDR_NOTAVAIL, addr_b = FI_ADDR_NOTAVAIL;
 };
 
-INSTANTIATE_TEST_SUITE_P(threading, shm_peer, ::testing::Values(FI_THREAD_DOMAIN, FI_THREAD_SAFE));
+INSTANTIATE_TEST_SUITE_P(
+    providers, peer_provider,
+    ::testing::Combine(::testing::Values("shm", "tcp"),
+                       ::testing::Values(FI_THREAD_DOMAIN, FI_THREAD_SAFE)),
+    [](const ::testing::TestParamInfo<peer_param>& p) {
+      return std::get<0>(p.param) +
+             (std::get<1>(p.param) == FI_THREAD_SAFE ? "_thread_safe" : "_thread_domain");
+    });
 
-TEST_P(shm_peer, a_posted_receive_completes_on_the_owner_cq) {
+TEST_P(peer_provider, a_posted_receive_completes_on_the_owner_cq) {
   char buf[64] = {};
   fi_context rctx, sctx;
   ASSERT_EQ(owner->recv(buf, sizeof buf, FI_ADDR_UNSPEC, &rctx), 0);
@@ -261,15 +291,16 @@ TEST_P(shm_peer, a_posted_receive_completes_on_the_owner_cq) {
   EXPECT_EQ(std::string(buf, 5), "hello");
   const auto* s = ocq.find(&sctx);
   EXPECT_EQ(s->flags, FI_MSG | FI_SEND);
+  EXPECT_EQ(s->err, 0);
   EXPECT_EQ(owner->last_src, id_a) << "the owner matches in user ids too";
   EXPECT_EQ(owner->gets, 1);
   EXPECT_EQ(owner->queued_msg, 0);
   EXPECT_EQ(owner->freed, 1);
   EXPECT_EQ(ocq.got.size(), 2u);
-  EXPECT_FALSE(weft::util::cq::from(cq)->has_events()) << "nothing stays in shm's CQ";
+  EXPECT_FALSE(weft::util::cq::from(cq)->has_events()) << "nothing stays in the provider's CQ";
 }
 
-TEST_P(shm_peer, tagged_with_data_and_a_directed_receive) {
+TEST_P(peer_provider, tagged_with_data_and_a_directed_receive) {
   char buf[16] = {};
   fi_context rctx, sctx, dctx, d2ctx;
   ASSERT_EQ(owner->trecv(buf, sizeof buf, 0x55, &rctx), 0);
@@ -281,6 +312,8 @@ TEST_P(shm_peer, tagged_with_data_and_a_directed_receive) {
   EXPECT_EQ(r->data, 0xda7au);
   EXPECT_EQ(r->len, 6u);
   EXPECT_EQ(r->src, id_b);
+  ASSERT_TRUE(has(&sctx));
+  EXPECT_EQ(ocq.find(&sctx)->flags, FI_TAGGED | FI_SEND);
   // A receive directed at b's user id takes only b's message.
   char d[8] = {}, d2[8] = {};
   ASSERT_EQ(owner->recv(d, sizeof d, id_b, &dctx), 0);
@@ -294,7 +327,7 @@ TEST_P(shm_peer, tagged_with_data_and_a_directed_receive) {
   EXPECT_EQ(std::string(d2, 6), "from a");
 }
 
-TEST_P(shm_peer, unexpected_messages_are_queued_at_the_owner_and_started_by_it) {
+TEST_P(peer_provider, unexpected_messages_are_queued_at_the_owner_and_started_by_it) {
   std::vector<char> big(100'000);
   for (size_t i = 0; i < big.size(); ++i) big[i] = char(i * 7);
   fi_context s1, s2;
@@ -302,7 +335,8 @@ TEST_P(shm_peer, unexpected_messages_are_queued_at_the_owner_and_started_by_it) 
   ASSERT_EQ(fi_tsend(a, big.data(), big.size(), nullptr, addr_b, 0x77, &s2), 0);
   ASSERT_TRUE(drive([&] { return owner->queued_msg == 1 && owner->queued_tag == 1; }));
   EXPECT_EQ(owner->stats().unexpected, 2u);
-  EXPECT_EQ(ocq.find(&s2), nullptr) << "a large send completes once received";
+  // shm: a large send completes once received (tcp's once written).
+  if (shm()) EXPECT_EQ(ocq.find(&s2), nullptr) << "a large send completes once received";
 
   char small[8] = {};
   std::vector<char> got(big.size());
@@ -325,9 +359,9 @@ TEST_P(shm_peer, unexpected_messages_are_queued_at_the_owner_and_started_by_it) 
 }
 
 // A sender the endpoints' AV does not hold yet: its messages reach the owner
-// with an unknown source; the insert makes shm tell the owner
+// with an unknown source; the insert makes the provider tell the owner
 // (foreach_unspec_addr), and a receive directed at the new user id takes them.
-TEST_P(shm_peer, an_insert_tells_the_owner_to_name_the_unknown_sender) {
+TEST_P(peer_provider, an_insert_tells_the_owner_to_name_the_unknown_sender) {
   constexpr fi_addr_t id_c = 3000;
   fi_av_attr aa{};
   aa.type = FI_AV_TABLE;
@@ -367,7 +401,7 @@ TEST_P(shm_peer, an_insert_tells_the_owner_to_name_the_unknown_sender) {
   EXPECT_EQ(fi_close(&av_c->fid), 0);
 }
 
-TEST_P(shm_peer, discarded_messages_complete_nothing) {
+TEST_P(peer_provider, discarded_messages_complete_nothing) {
   std::vector<char> big(50'000, 'x');
   fi_context s2;
   ASSERT_EQ(fi_tinject(a, "drop me", 7, addr_b, 0x10), 0);
@@ -375,7 +409,7 @@ TEST_P(shm_peer, discarded_messages_complete_nothing) {
   ASSERT_TRUE(drive([&] { return owner->queued_tag == 2; }));
   int freed = owner->freed;
   fi_context p1, p2;
-  // FI_PEEK | FI_DISCARD: the owner hands each to shm's discard_tag.
+  // FI_PEEK | FI_DISCARD: the owner hands each to the provider's discard_tag.
   ASSERT_EQ(owner->trecv(nullptr, 0, 0x10, &p1, FI_PEEK | FI_DISCARD), 0);
   ASSERT_EQ(owner->trecv(nullptr, 0, 0x11, &p2, FI_PEEK | FI_DISCARD), 0);
   EXPECT_EQ(owner->freed, freed + 2) << "discard gives the entries back";
@@ -386,7 +420,7 @@ TEST_P(shm_peer, discarded_messages_complete_nothing) {
   for (auto& r : ocq.got) EXPECT_FALSE(r.flags & FI_RECV) << "no receive completion";
 }
 
-TEST_P(shm_peer, closing_an_endpoint_withdraws_what_it_queued) {
+TEST_P(peer_provider, closing_an_endpoint_withdraws_what_it_queued) {
   ASSERT_EQ(fi_inject(a, "orphan", 6, addr_b), 0);
   ASSERT_TRUE(drive([&] { return owner->queued_msg == 1; }));
   EXPECT_EQ(owner->stats().unexpected, 1u);
@@ -403,7 +437,7 @@ TEST_P(shm_peer, closing_an_endpoint_withdraws_what_it_queued) {
   with_lock_policy(owner->threading, [&]<class L>() { owner->engine.cancel<L>(&r); });
 }
 
-TEST_P(shm_peer, receives_belong_to_the_owner_and_the_cq_to_its_reader) {
+TEST_P(peer_provider, receives_belong_to_the_owner_and_the_cq_to_its_reader) {
   char buf[8];
   EXPECT_EQ(fi_recv(b, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, nullptr), -FI_ENOSYS);
   EXPECT_EQ(fi_trecv(b, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, 0, 0, nullptr), -FI_ENOSYS);
@@ -418,7 +452,7 @@ TEST_P(shm_peer, receives_belong_to_the_owner_and_the_cq_to_its_reader) {
   EXPECT_TRUE(has(&s));
 }
 
-TEST_P(shm_peer, srx_context_and_bind_check_their_input) {
+TEST_P(peer_provider, srx_context_and_bind_check_their_input) {
   fi_rx_attr ra{};
   fid_ep* s = nullptr;
   // Without FI_PEER it is the application's own shared receive context.
@@ -444,10 +478,76 @@ TEST_P(shm_peer, srx_context_and_bind_check_their_input) {
   EXPECT_EQ(fi_ep_bind(ep, &srx->fid, 0), -FI_EINVAL) << "one receive context per endpoint";
   fid_ep* other = nullptr;
   ASSERT_EQ(fi_endpoint(domain, info, &other, nullptr), 0);
-  // A receive context shm did not open (here the owner's own) is refused.
+  // A receive context the provider did not open (here the owner's own) is refused.
   EXPECT_EQ(fi_ep_bind(other, &owner->face->ep_fid.fid, 0), -FI_EINVAL);
+  // So is one opened on another domain.
+  fid_domain* dom2 = nullptr;
+  ASSERT_EQ(fi_domain(fabric, info, &dom2, nullptr), 0);
+  owner_srx owner2(info->domain_attr->threading);
+  fid_ep* srx2 = nullptr;
+  ASSERT_EQ(fi_srx_context(dom2, &ra, &srx2, &owner2.ctx), 0);
+  EXPECT_EQ(fi_ep_bind(other, &srx2->fid, 0), -FI_EINVAL);
   EXPECT_EQ(fi_close(&other->fid), 0);
   EXPECT_EQ(fi_close(&ep->fid), 0);
+  EXPECT_EQ(fi_close(&srx2->fid), 0);
+  EXPECT_EQ(fi_close(&dom2->fid), 0);
+}
+
+// A counter opened with FI_PEER: sends and receives count at the owner,
+// a truncated receive as an error.
+TEST_P(peer_provider, a_peer_counter_counts_at_the_owner) {
+  owner_cntr oc;
+  fi_cntr_attr ca{};
+  ca.events = FI_CNTR_EVENTS_COMP;
+  ca.flags = FI_PEER;
+  fid_cntr* cntr = nullptr;
+  EXPECT_EQ(fi_cntr_open(domain, &ca, &cntr, nullptr), -FI_EINVAL) << "no fi_peer_cntr_context";
+  ASSERT_EQ(fi_cntr_open(domain, &ca, &cntr, &oc.ctx), 0);
+  fid_ep* c = nullptr;
+  ASSERT_EQ(fi_endpoint(domain, info, &c, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(c, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_ep_bind(c, &cntr->fid, FI_SEND | FI_RECV), 0);
+  ASSERT_EQ(fi_ep_bind(c, &av->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(c, &srx->fid, 0), 0);
+  ASSERT_EQ(fi_enable(c), 0);
+  const fi_addr_t addr_c = insert(c, 3000);
+  // The owner reads its peer counters: that passes the counts on.
+  auto counted = [&](int incs, int errs) {
+    return drive([&] {
+      fi_cntr_read(cntr);
+      fi_cntr_readerr(cntr);
+      return oc.incs == incs && oc.errs == errs;
+    });
+  };
+
+  fi_context s1;
+  ASSERT_EQ(fi_send(c, "to a", 4, nullptr, addr_a, &s1), 0);
+  ASSERT_TRUE(counted(1, 0));
+  // a's message to c: c's receive counter.
+  char buf[8] = {};
+  fi_context r1;
+  ASSERT_EQ(owner->recv(buf, sizeof buf, id_a, &r1), 0);  // not c's message to a
+  ASSERT_EQ(fi_inject(a, "to c", 4, addr_c), 0);
+  ASSERT_TRUE(counted(2, 0));
+  ASSERT_TRUE(has(&r1));
+  EXPECT_EQ(ocq.find(&r1)->src, id_a);
+  // A receive too small for the message: an error at the owner's counter.
+  fi_context r2;
+  ASSERT_EQ(owner->recv(buf, 2, id_a, &r2), 0);
+  ASSERT_EQ(fi_inject(a, "truncated", 9, addr_c), 0);
+  ASSERT_TRUE(counted(2, 1));
+  ASSERT_TRUE(has(&r2));
+  EXPECT_EQ(ocq.find(&r2)->err, FI_ETRUNC);
+  EXPECT_EQ(oc.incs, 2);
+  // c's message to a (s1) was queued at the owner: take it.
+  char got[8] = {};
+  fi_context r3;
+  ASSERT_EQ(owner->recv(got, sizeof got, FI_ADDR_UNSPEC, &r3), 0);
+  ASSERT_TRUE(has(&r3));
+  EXPECT_EQ(std::string(got, 4), "to a");
+  EXPECT_EQ(ocq.find(&r3)->src, fi_addr_t{3000});
+  EXPECT_EQ(fi_close(&c->fid), 0);
+  EXPECT_EQ(fi_close(&cntr->fid), 0);
 }
 
 }  // namespace
