@@ -284,7 +284,7 @@ void endpoint::teardown() noexcept {
   conns_ = nullptr;
   msg_conn_ = nullptr;
   while (fi_peer_rx_entry* e = deferred_head_) {
-    deferred_head_ = e->next;
+    deferred_head_ = static_cast<fi_peer_rx_entry*>(e->peer_context);
     rx_.free_entry<Lock>(e);
   }
   // Unexpected messages still queued come back through discard() (under a

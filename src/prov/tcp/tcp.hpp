@@ -387,7 +387,9 @@ class endpoint : public util::endpoint_object<endpoint> {
   util::srx_port rx_;
   util::mutex_lock lock_;
   util::mutex_lock aux_;
-  // Under aux_: completions waiting for CQ room (linked through next), the
+  // Under aux_: completions waiting for CQ room (linked through their
+  // peer_context, the one field of an entry that is ours: an owner's entries
+  // keep their list links, fi_peer(3)), the
   // free small unexpected buffers, and the bytes unexpected messages hold.
   fi_peer_rx_entry* deferred_head_ = nullptr;
   fi_peer_rx_entry* deferred_tail_ = nullptr;

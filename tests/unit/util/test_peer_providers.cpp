@@ -21,7 +21,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -44,12 +46,16 @@ struct owner_cq : fid_peer_cq {
   };
   std::vector<rec> got;
 
+  size_t room = SIZE_MAX;  // beyond it the owner answers -FI_EAGAIN, like a full CQ
+
   static ssize_t write(fid_peer_cq* c, void* ctx, uint64_t flags, size_t len, void* buf,
                        uint64_t data, uint64_t tag, fi_addr_t src) {
+    if (static_cast<owner_cq*>(c)->got.size() >= static_cast<owner_cq*>(c)->room) return -FI_EAGAIN;
     static_cast<owner_cq*>(c)->got.push_back({ctx, flags, len, buf, data, tag, src, 0});
     return 0;
   }
   static ssize_t writeerr(fid_peer_cq* c, const fi_cq_err_entry* e) {
+    if (static_cast<owner_cq*>(c)->got.size() >= static_cast<owner_cq*>(c)->room) return -FI_EAGAIN;
     static_cast<owner_cq*>(c)->got.push_back(
         {e->op_context, e->flags, e->len, e->buf, e->data, e->tag, e->src_addr, e->err});
     return 0;
@@ -81,6 +87,11 @@ struct owner_srx {
   fi_threading threading;
   int gets = 0, queued_msg = 0, queued_tag = 0, freed = 0, foreach_calls = 0;
   fi_addr_t last_src = FI_ADDR_UNSPEC;
+  // Matched entries handed to the peer, with the owner's list links as they
+  // were: the peer may use only peer_context of an owner's entry (the links
+  // are the owner's), so they must come back unchanged.
+  std::map<fi_peer_rx_entry*, std::pair<fi_peer_rx_entry*, fi_peer_rx_entry*>> handed;
+  int links_touched = 0;
 
   static weft::util::srx_attr attr_for(fi_threading t) {
     weft::util::srx_attr a;
@@ -95,15 +106,38 @@ struct owner_srx {
     ctx.srx = face;
   }
   static owner_srx* of(fid_peer_srx* s) { return static_cast<owner_srx*>(s->ep_fid.fid.context); }
+  // The peer's callbacks, watched: an entry started is handed to the peer.
+  fi_ops_srx_peer peer_real{};
+  fi_ops_srx_peer watching{sizeof(fi_ops_srx_peer), start_msg, start_tag, discard_msg, discard_tag};
+  void watch_peer() {
+    peer_real = *face->peer_ops;
+    face->peer_ops = &watching;
+  }
+  static int start_msg(fi_peer_rx_entry* e) {
+    handing(e->srx, 0, e);
+    return of(e->srx)->peer_real.start_msg(e);
+  }
+  static int start_tag(fi_peer_rx_entry* e) {
+    handing(e->srx, 0, e);
+    return of(e->srx)->peer_real.start_tag(e);
+  }
+  static int discard_msg(fi_peer_rx_entry* e) { return of(e->srx)->peer_real.discard_msg(e); }
+  static int discard_tag(fi_peer_rx_entry* e) { return of(e->srx)->peer_real.discard_tag(e); }
+  static int handing(fid_peer_srx* s, int r, fi_peer_rx_entry* e) {
+    if (r == 0) of(s)->handed[e] = {e->next, e->prev};
+    return r;
+  }
   static int get_msg(fid_peer_srx* s, fi_peer_match_attr* a, fi_peer_rx_entry** e) {
     of(s)->gets++;
     of(s)->last_src = a->addr;
-    return of(s)->real.get_msg(s, a, e);
+    int r = of(s)->real.get_msg(s, a, e);
+    return handing(s, r, *e);
   }
   static int get_tag(fid_peer_srx* s, fi_peer_match_attr* a, fi_peer_rx_entry** e) {
     of(s)->gets++;
     of(s)->last_src = a->addr;
-    return of(s)->real.get_tag(s, a, e);
+    int r = of(s)->real.get_tag(s, a, e);
+    return handing(s, r, *e);
   }
   static int queue_msg(fi_peer_rx_entry* e) {
     of(e->srx)->queued_msg++;
@@ -119,6 +153,11 @@ struct owner_srx {
   }
   static void free_entry(fi_peer_rx_entry* e) {
     of(e->srx)->freed++;
+    auto& h = of(e->srx)->handed;
+    if (auto it = h.find(e); it != h.end()) {
+      if (e->next != it->second.first || e->prev != it->second.second) of(e->srx)->links_touched++;
+      h.erase(it);
+    }
     of(e->srx)->real.free_entry(e);
   }
 
@@ -191,6 +230,7 @@ class peer_provider : public ::testing::TestWithParam<peer_param> {
     ASSERT_EQ(fi_srx_context(domain, &ra, &srx, &owner->ctx), 0);
     EXPECT_NE(owner->face->peer_ops, nullptr);
     EXPECT_NE(owner->face->peer_ops->start_msg, nullptr);
+    owner->watch_peer();
     fi_av_attr aa{};
     aa.type = FI_AV_TABLE;
     ASSERT_EQ(fi_av_open(domain, &aa, &av, nullptr), 0);
@@ -216,6 +256,7 @@ class peer_provider : public ::testing::TestWithParam<peer_param> {
       EXPECT_EQ(owner->stats().unexpected, 0u) << "closed endpoints leave nothing queued";
       EXPECT_EQ(owner->stats().pool_available, owner->stats().pool_capacity)
           << "every entry went back to the owner";
+      EXPECT_EQ(owner->links_touched, 0) << "the owner's list links are the owner's";
     }
     fi_freeinfo(info);
   }
@@ -491,6 +532,53 @@ TEST_P(peer_provider, srx_context_and_bind_check_their_input) {
   EXPECT_EQ(fi_close(&ep->fid), 0);
   EXPECT_EQ(fi_close(&srx2->fid), 0);
   EXPECT_EQ(fi_close(&dom2->fid), 0);
+}
+
+// The owner's CQ refuses for a while: receives the owner starts then (queued
+// messages taken by new receives) are held back, in order, without writing
+// into the owner's entries beyond peer_context, and delivered once the owner
+// takes completions again.
+TEST_P(peer_provider, a_full_owner_cq_holds_receive_completions_back_in_order) {
+  // shm writes the completion of a receive the owner starts whether or not
+  // its CQ has room, and loses it when there is none: not yet fixed there.
+  if (shm()) GTEST_SKIP() << "shm loses a started receive's completion on a full CQ";
+  constexpr int early = 10, late = 64;  // late: the peer CQ's ring (64) fills
+  constexpr int n = early + late;
+  auto text = [](int i) {
+    char m[8] = {};
+    std::snprintf(m, sizeof m, "m%d", i);
+    return std::string(m, sizeof m);
+  };
+  for (int i = 0; i < early; ++i) ASSERT_EQ(fi_inject(a, text(i).data(), 8, addr_b), 0);
+  ASSERT_TRUE(drive([&] { return owner->queued_msg == early; }));
+  ocq.room = 0;
+  std::vector<fi_context> sctx(late);
+  std::vector<std::string> sent(late);  // live until their sends complete
+  for (int i = 0; i < late; ++i) {
+    ssize_t r;
+    sent[i] = text(early + i);
+    while ((r = fi_send(a, sent[i].data(), 8, nullptr, addr_b, &sctx[i])) == -FI_EAGAIN)
+      fi_cq_read(cq, nullptr, 0);
+    ASSERT_EQ(r, 0);
+  }
+  for (int i = 0; i < 200; ++i) fi_cq_read(cq, nullptr, 0);
+  EXPECT_TRUE(ocq.got.empty());
+  // Each takes a queued message: the provider starts it with no room left.
+  std::vector<fi_context> rctx(n);
+  std::vector<char> bufs(n * 8);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(owner->recv(&bufs[i * 8], 8, FI_ADDR_UNSPEC, &rctx[i]), 0);
+  for (int i = 0; i < 50; ++i) fi_cq_read(cq, nullptr, 0);
+  ocq.room = SIZE_MAX;
+  ASSERT_TRUE(drive([&] { return ocq.got.size() == size_t(n + late); })) << ocq.got.size();
+  std::vector<void*> order;
+  for (const auto& r : ocq.got)
+    if (r.flags & FI_RECV) order.push_back(r.context);
+  ASSERT_EQ(order.size(), size_t(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(order[i], &rctx[i]) << i;
+    EXPECT_EQ(std::string(&bufs[i * 8], 8), text(i)) << i;
+  }
+  EXPECT_EQ(owner->links_touched, 0);
 }
 
 // A counter opened with FI_PEER: sends and receives count at the owner,
