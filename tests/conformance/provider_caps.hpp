@@ -72,10 +72,9 @@ inline const caps_table tcp_rdm_caps = {
     "tcp",
     FI_EP_RDM,
     FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV |
-        FI_FENCE | FI_TRIGGER | rma_atomic_caps,
+        FI_AV_USER_ID | FI_FENCE | FI_TRIGGER | rma_atomic_caps,
     8,
     {
-        {FI_AV_USER_ID, "FI_AV_USER_ID is not implemented on tcp"},
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
     },
     true,

@@ -4,6 +4,8 @@
 // still use the fi_addr_t the insert returned.
 #include "fixture.hpp"
 
+#include <string>
+
 namespace conformance {
 namespace {
 
@@ -76,6 +78,38 @@ TEST_P(user_id, addresses_without_an_id_report_themselves) {
 }
 
 INSTANTIATE_TEST_SUITE_P(all, user_id, testing::ValuesIn(all_configs), config_name);
+
+// A directed receive names its sender by the fi_addr_t the insert returned
+// (the address transfers use), not by the user id completions report.
+class user_id_directed : public user_id {
+  uint64_t extra_caps() const override { return FI_SOURCE | FI_AV_USER_ID | FI_DIRECTED_RECV; }
+};
+
+TEST_P(user_id_directed, a_directed_receive_takes_the_fi_addr) {
+  fid_cq* cq = open_cq();
+  open_av();
+  fi_addr_t a, b, c;
+  fid_ep* ea = open_ep_with_id(cq, 0xa, &a);
+  fid_ep* eb = open_ep_with_id(cq, 0xb, &b);
+  fid_ep* ec = open_ep_with_id(cq, 0xc, &c);
+  ASSERT_TRUE(ea && eb && ec);
+  char buf[8] = {};
+  ASSERT_EQ(fi_recv(eb, buf, sizeof buf, nullptr, c, nullptr), 0);  // from c only
+  ASSERT_EQ(fi_inject(ea, "from a", 6, b), 0);
+  ASSERT_EQ(fi_inject(ec, "from c", 6, b), 0);
+  fi_cq_data_entry e;
+  fi_addr_t src = FI_ADDR_UNSPEC;
+  ASSERT_EQ(read_one(cq, &e, &src), 1);
+  EXPECT_EQ(src, fi_addr_t{0xc});
+  EXPECT_EQ(std::string(buf, 6), "from c");
+  ASSERT_EQ(fi_recv(eb, buf, sizeof buf, nullptr, a, nullptr), 0);  // a's waited
+  src = FI_ADDR_UNSPEC;
+  ASSERT_EQ(read_one(cq, &e, &src), 1);
+  EXPECT_EQ(src, fi_addr_t{0xa});
+  EXPECT_EQ(std::string(buf, 6), "from a");
+}
+
+INSTANTIATE_TEST_SUITE_P(all, user_id_directed, testing::ValuesIn(all_configs), config_name);
 
 }  // namespace
 }  // namespace conformance

@@ -235,8 +235,8 @@ TEST_P(srx_msg, an_endpoint_of_its_own_cancels_its_receives_at_shutdown) {
   EXPECT_EQ(err.err, FI_ECANCELED);
 }
 
-// fi_srx_context with FI_PEER (a context another provider owns) is not
-// offered by tcp.
+// fi_srx_context with FI_PEER (a context another provider owns) is
+// offered by tcp for RDM endpoints only: not on a domain opened for MSG.
 TEST_P(srx_msg, a_peer_context_is_enosys) {
   int r = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "0", FI_SOURCE, hints, &info);
   ASSERT_EQ(r, 0) << fi_strerror(-r);

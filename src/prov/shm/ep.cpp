@@ -177,29 +177,7 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
 }
 
 int endpoint::bind_srx(struct fid* f, uint64_t flags) {
-  auto* prov = &provider();
-  if (flags) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "binding a shared receive context takes no flags");
-    return to_fi(errc::badflags);
-  }
-  const bool app = util::srx_ctx::is(f);
-  if (!app && !peer_srx::is(f)) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "the shared receive context was not opened on shm");
-    return to_fi(errc::inval);
-  }
-  util::domain& owner = app ? util::srx_ctx::from(f)->dom() : peer_srx::from(f)->dom();
-  const bool bound = peer_srx_ || app_srx_;
-  if (&owner != domain_.get() || bound) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "%s",
-              bound ? "the endpoint already has a shared receive context"
-                    : "the shared receive context belongs to another domain");
-    return to_fi(errc::inval);
-  }
-  if (app)
-    app_srx_.reset(util::srx_ctx::from(f));
-  else
-    peer_srx_.reset(peer_srx::from(f));
-  return 0;
+  return shared_.bind(&provider(), *domain_, f, flags);
 }
 
 int endpoint::control(int command, void* arg) {
@@ -216,12 +194,9 @@ int endpoint::enable() {
   if (enabled_) return 0;
   auto* prov = &provider();
   if (int ret = bound_.check_enable(prov, FI_EP_RDM, caps_)) return ret;
-  const bool shared_rx = peer_srx_ || app_srx_;
-  if (app_srx_) {
-    if (int ret = app_srx_->attach(bound_.rx_cq.get(), bound_.av_.get())) return ret;
-    face_ = app_srx_->face();
-  } else if (peer_srx_) {
-    face_ = peer_srx_->owner();
+  const bool shared_rx = shared_.bound();
+  if (shared_rx) {
+    if (int ret = shared_.attach(bound_.rx_cq.get(), bound_.av_.get(), &face_)) return ret;
   } else {
     util::srx_attr a;
     a.prov = prov;

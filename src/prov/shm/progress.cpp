@@ -723,7 +723,7 @@ void endpoint::drop_record(rec_base* rec) noexcept {
 
 template <class Lock>
 void endpoint::retire_receives() noexcept {
-  if (app_srx_) {
+  if (util::srx_ctx* app = shared_.app()) {
     // Messages queued at the application's context are withdrawn: no
     // receive of the context will take them. One a receive took meanwhile
     // (another thread posting to the context) is being given to our start /
@@ -731,7 +731,7 @@ void endpoint::retire_receives() noexcept {
     // wait for that. (free_entry cannot tell the two apart, and would
     // release an entry start is being given.) The context's engine locks
     // here whatever the policy: a control path.
-    util::srx& engine = app_srx_->engine();
+    util::srx& engine = app->engine();
     for (;;) {
       {
         [[maybe_unused]] auto g = guard<Lock>();

@@ -31,6 +31,7 @@
 #include "util/rma_ops.hpp"
 #include "util/srx.hpp"
 #include "util/peer_srx.hpp"
+#include "util/srx_binding.hpp"
 #include "util/srx_ctx.hpp"
 #include "util/srx_port.hpp"
 
@@ -626,8 +627,7 @@ class endpoint : public util::endpoint_object<endpoint> {
 
   // Matching: this endpoint's own engine, or (srx_ null) a peer SRX's owner.
   std::unique_ptr<util::srx> srx_;
-  util::ref<peer_srx> peer_srx_;
-  util::ref<util::srx_ctx> app_srx_;  // fi_srx_context without FI_PEER
+  util::srx_binding shared_;  // a shared receive context: the application's or a peer's owner
   fid_peer_srx* face_ = nullptr;
   util::srx_port rx_;           // the one dispatch to srx_ or the owner (fi_enable)
   rec_base* queued_ = nullptr;  // records of unexpected messages queued at the owner

@@ -19,7 +19,9 @@ constexpr uint64_t tx_caps =
 constexpr uint64_t msg_rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_RMA |
                                  FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT |
                                  FI_TRIGGER;
-constexpr uint64_t rdm_rx_caps = msg_rx_caps | FI_DIRECTED_RECV | FI_SOURCE;
+// FI_AV_USER_ID: completions, FI_SOURCE and the receive context name
+// senders by the ids given at insertion (endpoint::source).
+constexpr uint64_t rdm_rx_caps = msg_rx_caps | FI_DIRECTED_RECV | FI_SOURCE | FI_AV_USER_ID;
 
 fi_tx_attr tx = {
     .caps = tx_caps,
@@ -119,9 +121,9 @@ fi_fabric_attr fab = {
     .api_version = 0,
 };
 
-fi_info make(fi_rx_attr* rx, fi_ep_attr* ep) {
+fi_info make(fi_rx_attr* rx, fi_ep_attr* ep, uint64_t more_caps) {
   fi_info i{};
-  i.caps = tx.caps | rx->caps | FI_LOCAL_COMM | FI_REMOTE_COMM;
+  i.caps = tx.caps | rx->caps | FI_LOCAL_COMM | FI_REMOTE_COMM | more_caps;
   i.mode = 0;
   i.addr_format = FI_SOCKADDR_IN;
   i.tx_attr = &tx;
@@ -132,8 +134,11 @@ fi_info make(fi_rx_attr* rx, fi_ep_attr* ep) {
   return i;
 }
 
-fi_info msg_tmpl = make(&msg_rx, &msg_ep);
-fi_info rdm_tmpl = make(&rdm_rx, &rdm_ep);
+fi_info msg_tmpl = make(&msg_rx, &msg_ep, 0);
+// FI_PEER (RDM): usable by a link provider that owns the CQs, counters and
+// the receive context (fi_peer(3)). MSG endpoints match per connection and
+// are not offered to one.
+fi_info rdm_tmpl = make(&rdm_rx, &rdm_ep, FI_PEER);
 
 }  // namespace
 

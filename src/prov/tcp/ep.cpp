@@ -125,18 +125,11 @@ endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
       locked_(util::shared_objects_need_lock(dom.lock_threading())),
       epoll_(epoll_create1(EPOLL_CLOEXEC)),
       timer_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
-      txp_(info.tx_attr && info.tx_attr->size ? info.tx_attr->size : default_queue_size) {
+      txp_(info.tx_attr && info.tx_attr->size ? info.tx_attr->size : default_queue_size),
+      rx_size_(info.rx_attr && info.rx_attr->size ? info.rx_attr->size : default_queue_size) {
   limits_.max_payload = static_cast<uint32_t>(max_msg_);
   limits_.max_rma_iov = proto::max_rma_iov;
-  util::srx_attr a;
-  a.prov = &provider();
-  a.threading = dom.lock_threading();
-  a.size = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : default_queue_size;
-  a.min_multi_recv = min_multi_recv_;
-  a.directed_recv = type_ == FI_EP_RDM && (caps_ & FI_DIRECTED_RECV);
-  srx_ = std::make_unique<util::srx>(a);
-  face_ = srx_->add_peer(peer_table(locked_), this);
-  rx_.own(srx_.get(), face_);
+  make_engine(nullptr);
   stalled_.reserve(16);
   stalled_work_.reserve(16);
   corked_.reserve(cork_conns);
@@ -154,6 +147,19 @@ endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
 }
 
 endpoint::~endpoint() = default;
+
+void endpoint::make_engine(const util::av* av) {
+  util::srx_attr a;
+  a.prov = &provider();
+  a.threading = domain_->lock_threading();
+  a.size = rx_size_;
+  a.min_multi_recv = min_multi_recv_;
+  a.directed_recv = type_ == FI_EP_RDM && (caps_ & FI_DIRECTED_RECV);
+  a.av = av;
+  srx_ = std::make_unique<util::srx>(a);
+  face_ = srx_->add_peer(peer_table(locked_), this);
+  rx_.own(srx_.get(), face_);
+}
 
 errc endpoint::open_listener(const sockaddr* addr) {
   util::unique_fd s;
@@ -278,7 +284,7 @@ void endpoint::teardown() noexcept {
   conns_ = nullptr;
   msg_conn_ = nullptr;
   while (fi_peer_rx_entry* e = deferred_head_) {
-    deferred_head_ = e->next;
+    deferred_head_ = static_cast<fi_peer_rx_entry*>(e->peer_context);
     rx_.free_entry<Lock>(e);
   }
   // Unexpected messages still queued come back through discard() (under a
@@ -308,7 +314,27 @@ void endpoint::retire_receives() noexcept {
   // it. The context's engine locks here whatever the policy: a control path.
   // A start_* that took its message off the list may still be writing
   // its completion: wait for it to leave too (in_start_).
-  util::srx& engine = app_srx_->engine();
+  util::srx_ctx* app = shared_.app();
+  if (!app) {
+    // A peer provider's owner (fi_peer(3)) has no withdraw: what we queued
+    // goes back through its free_entry (discard ends with it). The owner
+    // does not start an entry of an endpoint it is closing (it serialises
+    // its receive context against the close it asked for).
+    for (;;) {
+      unexp_buf* b;
+      {
+        [[maybe_unused]] auto a = aux_guard<Lock>();
+        b = queued_;
+        if (!b && !in_start_.load(std::memory_order_acquire)) break;
+      }
+      if (b)
+        discard<Lock>(b->queued);
+      else
+        std::this_thread::yield();
+    }
+    return;
+  }
+  util::srx& engine = app->engine();
   for (;;) {
     unexp_buf* b;
     bool withdrawn = false;
@@ -359,7 +385,7 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
 }
 
 int endpoint::bind_srx(struct fid* f, uint64_t flags) {
-  return util::srx_ctx::bind_to(&provider(), *domain_, f, flags, app_srx_);
+  return shared_.bind(&provider(), *domain_, f, flags);
 }
 
 int endpoint::control(int command, void* arg) {
@@ -393,15 +419,22 @@ int endpoint::enable() {
       return to_fi(errc::nomem);
     }
   }
-  const bool shared_rx = app_srx_.get() != nullptr;
+  const bool shared_rx = shared_.bound();
   if (shared_rx) {
-    // The context's engine matches for us; ours is not needed. (Nothing
-    // was posted to it: the receive calls were -FI_EOPBADSTATE until now.)
-    if (int ret = app_srx_->attach(bound_.rx_cq.get(), bound_.av_.get())) return ret;
-    rx_.share(app_srx_->face());
+    // The context's engine (or its owner's) matches for us; ours is not
+    // needed. (Nothing was posted to it: the receive calls were
+    // -FI_EOPBADSTATE until now.)
+    fid_peer_srx* face = nullptr;
+    if (int ret = shared_.attach(bound_.rx_cq.get(), bound_.av_.get(), &face)) return ret;
+    rx_.share(face);
     srx_.reset();
     face_ = nullptr;
   } else {
+    // Messages arrive named by their senders' user ids where the AV holds
+    // some (source): the engine turns a directed receive's address into
+    // that form, so it needs the AV, bound only now. Nothing was posted to
+    // the first one.
+    if (bound_.av_) make_engine(bound_.av_.get());
     srx_->set_cq(bound_.rx_cq.get());
     srx_->set_min_multi_recv(min_multi_recv_);
   }

@@ -107,7 +107,10 @@ void endpoint::relabel(bool inserted_only) noexcept {
 
 fi_addr_t endpoint::queued_source(fi_peer_rx_entry* e) noexcept {
   auto* b = static_cast<const unexp_buf*>(e->peer_context);
-  return b && b->ep && b->from.len ? b->ep->lookup(b->from) : FI_ADDR_NOTAVAIL;
+  if (!b || !b->ep || !b->from.len) return FI_ADDR_NOTAVAIL;
+  endpoint& ep = *b->ep;
+  fi_addr_t a = ep.lookup(b->from);
+  return ep.bound_.av_ ? ep.bound_.av_->report(a) : a;
 }
 
 template <class Lock>

@@ -505,17 +505,17 @@ bool endpoint::finish_rx(fi_peer_rx_entry* e) noexcept {
     [[maybe_unused]] auto g = aux_guard<Lock>();
     if (deferred_head_) {
       // Completions keep their order: this one queues behind the others.
-      e->next = nullptr;
-      deferred_tail_->next = e;
+      e->peer_context = nullptr;
+      deferred_tail_->peer_context = e;
       deferred_tail_ = e;
       return false;
     }
   }
   if (!write_rx<Lock>(e)) {
     [[maybe_unused]] auto g = aux_guard<Lock>();
-    e->next = nullptr;
+    e->peer_context = nullptr;
     if (deferred_tail_)
-      deferred_tail_->next = e;
+      deferred_tail_->peer_context = e;
     else
       deferred_head_ = e;
     deferred_tail_ = e;
@@ -564,7 +564,7 @@ void endpoint::complete_deferred() noexcept {
     if (!e || !write_rx<Lock>(e)) return;
     {
       [[maybe_unused]] auto g = aux_guard<Lock>();
-      deferred_head_ = e->next;
+      deferred_head_ = static_cast<fi_peer_rx_entry*>(e->peer_context);
       if (!deferred_head_) deferred_tail_ = nullptr;
     }
     done_rx<Lock>(e, e->msg_size <= util::iov_total(e->iov, e->count));

@@ -91,7 +91,7 @@ bool endpoint::on_message(conn& c) noexcept {
     c.addr = lookup(c.name);
     if (c.addr != FI_ADDR_NOTAVAIL && (c.addr >= peers_.size() || !peers_[c.addr])) map(c, c.addr);
   }
-  fi_peer_match_attr a{c.addr, f.payload_len, f.tag};
+  fi_peer_match_attr a{source(c), f.payload_len, f.tag};
   fi_peer_rx_entry* e = nullptr;
   int r = rx_.get<Lock>(tagged, a, &e);
   if (r != 0 && r != to_fi(errc::noent)) {

@@ -400,7 +400,7 @@ bool endpoint::on_rma_done(conn& c) noexcept {
   switch (f.op) {
     case proto::op::rma_write: {
       if (!c.rx_err) {
-        remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, f.flags, f.cq_data, c.addr, f.rma_len);
+        remote_event<Lock>(FI_RMA | FI_REMOTE_WRITE, f.flags, f.cq_data, source(c), f.rma_len);
         mrs.count_remote(f.iov_count, [&](size_t i) { return f.iov[i].key; }, FI_REMOTE_WRITE);
       }
       if (!(f.flags & proto::flag_ack)) return true;  // an inject: no answer
@@ -424,7 +424,7 @@ bool endpoint::on_rma_done(conn& c) noexcept {
                   static_cast<unsigned long long>(f.iov[0].addr),
                   static_cast<unsigned long long>(f.iov[0].len), fi_strerror(err));
       else {
-        remote_event<Lock>(FI_RMA | FI_REMOTE_READ, 0, 0, c.addr, f.rma_len);
+        remote_event<Lock>(FI_RMA | FI_REMOTE_READ, 0, 0, source(c), f.rma_len);
         mrs.count_remote(f.iov_count, [&](size_t i) { return f.iov[i].key; }, FI_REMOTE_READ);
       }
       // Answered straight from the registered memory, without a copy.
@@ -468,7 +468,7 @@ bool endpoint::on_rma_done(conn& c) noexcept {
       // fetch and compare atomics (a fetch-add included) remote reads.
       if (!err) {
         remote_event<Lock>(FI_ATOMIC | (fetches ? FI_REMOTE_READ : FI_REMOTE_WRITE), f.flags,
-                           f.cq_data, c.addr, bytes);
+                           f.cq_data, source(c), bytes);
         mrs.count_remote(f.iov_count, [&](size_t i) { return f.iov[i].key; },
                          util::region_events(kind, f.atomic_op));
       }

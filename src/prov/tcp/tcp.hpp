@@ -33,6 +33,7 @@
 #include "util/lock.hpp"
 #include "util/rma_ops.hpp"
 #include "util/srx.hpp"
+#include "util/srx_binding.hpp"
 #include "util/srx_ctx.hpp"
 #include "util/srx_port.hpp"
 
@@ -157,6 +158,15 @@ class endpoint : public util::endpoint_object<endpoint> {
   friend class pep;
   int enable();
   int bind_srx(struct fid* f, uint64_t flags);
+  // The endpoint's own matching engine, naming senders as `av` reports
+  // them (null: as they are); replaces the one before.
+  void make_engine(const util::av* av);
+  // A sender as completions and the receive context name it: its fi_addr,
+  // or the user id the AV holds for it (FI_AV_USER_ID). FI_ADDR_NOTAVAIL
+  // stays; one predictable branch while no user id is set.
+  fi_addr_t source(const conn& c) const noexcept {
+    return bound_.av_ ? bound_.av_->report(c.addr) : c.addr;
+  }
   // Under a shared receive context, at close while the CQ is still bound:
   // receives of the context this endpoint was filling fail with
   // FI_ECANCELED, and the messages it queued at the context are withdrawn.
@@ -365,17 +375,21 @@ class endpoint : public util::endpoint_object<endpoint> {
   uint64_t timer_at_ = 0;  // the deadline the timer is armed for, 0: none
   frame_limits limits_;
   tx_pool txp_;
+  size_t rx_size_;             // the own engine's receive depth
   size_t heap_responses_ = 0;  // responses allocated beyond the pool
   // Matching: the endpoint's own engine (srx_, asked through face_), or,
-  // bound to an application's shared receive context (app_srx_), that
-  // context's face with srx_ null. rx_ is the one dispatch between the two.
+  // bound to a shared receive context (shared_: the application's, or a
+  // peer provider owner's, fi_peer(3)), that context's face with srx_ null.
+  // rx_ is the one dispatch between the two.
   std::unique_ptr<util::srx> srx_;
   fid_peer_srx* face_ = nullptr;
-  util::ref<util::srx_ctx> app_srx_;
+  util::srx_binding shared_;
   util::srx_port rx_;
   util::mutex_lock lock_;
   util::mutex_lock aux_;
-  // Under aux_: completions waiting for CQ room (linked through next), the
+  // Under aux_: completions waiting for CQ room (linked through their
+  // peer_context, the one field of an entry that is ours: an owner's entries
+  // keep their list links, fi_peer(3)), the
   // free small unexpected buffers, and the bytes unexpected messages hold.
   fi_peer_rx_entry* deferred_head_ = nullptr;
   fi_peer_rx_entry* deferred_tail_ = nullptr;
