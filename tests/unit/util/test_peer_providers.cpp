@@ -377,7 +377,9 @@ TEST_P(peer_provider, unexpected_messages_are_queued_at_the_owner_and_started_by
   ASSERT_TRUE(drive([&] { return owner->queued_msg == 1 && owner->queued_tag == 1; }));
   EXPECT_EQ(owner->stats().unexpected, 2u);
   // shm: a large send completes once received (tcp's once written).
-  if (shm()) EXPECT_EQ(ocq.find(&s2), nullptr) << "a large send completes once received";
+  if (shm()) {
+    EXPECT_EQ(ocq.find(&s2), nullptr) << "a large send completes once received";
+  }
 
   char small[8] = {};
   std::vector<char> got(big.size());
