@@ -128,7 +128,10 @@ endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
 
 endpoint::~endpoint() {
   if (srx_) {
-    // Queued unexpected messages go back through discard (acks included).
+    // Finished receives still waiting for CQ room end without a completion;
+    // queued unexpected messages go back through discard (acks included).
+    for (const deferred_rx& d : deferred_rx_)
+      locked_ ? free_entry<util::mutex_lock>(d.e) : free_entry<util::null_lock>(d.e);
     if (locked_)
       srx_->shutdown<util::mutex_lock>();
     else

@@ -75,6 +75,7 @@ template <class Lock>
 void endpoint::progress() noexcept {
   [[maybe_unused]] auto g = guard<Lock>();
   if (!enabled_) return;
+  if (!deferred_rx_.empty()) [[unlikely]] flush_deferred_rx<Lock>();
   if (next_tick_ns_) {  // a bound CQ or counter can sleep, or automatic progress
     // Under automatic progress the application's passes are counted; while
     // it polls, the thread does the ticks (it sleeps on the timer too) and
@@ -399,8 +400,7 @@ bool endpoint::handle(inbound& in, const msg_view& v) noexcept {
         set_data(e, v.fields);
         size_t n = copy_out(v, e->iov, e->count);
         in.cons.release(v);
-        complete_rx<Lock>(e, n, 0);
-        free_entry<Lock>(e);
+        finish_rx<Lock>(e, n, 0);
         return true;
       }
       if (rc != -FI_ENOENT) return false;  // no entry: try again later
@@ -610,7 +610,7 @@ bool endpoint::handle_ack(inbound& in, const msg_view& v) noexcept {
 }
 
 template <class Lock>
-void endpoint::complete_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept {
+bool endpoint::complete_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept {
   util::cq* cq = bound_.rx_cq.get();
   uint64_t flags = e->flags & rx_report;
   void* buf = e->count ? e->iov[0].iov_base : nullptr;
@@ -630,16 +630,42 @@ void endpoint::complete_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept {
       ee.err = err;
       ee.prov_errno = err;
       ee.src_addr = e->addr;
-      if (!cq->write_error<Lock>(ee))
-        WEFT_WARN(&provider(), FI_LOG_EP_DATA, "receive CQ overrun: error %d for %p lost", err,
-                  e->context);
+      if (!cq->write_error<Lock>(ee)) return false;
     }
     if (util::cntr* n = bound_.recv_cntr.get()) n->inc_err();
-    return;
+    return true;
   }
   if (cq && (!bound_.rx_selective || (e->flags & (FI_COMPLETION | FI_MULTI_RECV))))
-    cq->write<Lock>({e->context, flags, len, buf, data, tag, e->addr, 0});
+    if (!cq->write<Lock>({e->context, flags, len, buf, data, tag, e->addr, 0})) return false;
   if (util::cntr* n = bound_.recv_cntr.get()) n->inc();
+  return true;
+}
+
+template <class Lock>
+void endpoint::finish_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept {
+  // Behind completions already waiting, to keep their order.
+  if (deferred_rx_.empty() && complete_rx<Lock>(e, len, err)) [[likely]] {
+    free_entry<Lock>(e);
+    return;
+  }
+  try {
+    deferred_rx_.push_back({e, len, err});
+    return;
+  } catch (...) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "receive CQ full and no memory: completion of %p lost",
+              e->context);
+  }
+  free_entry<Lock>(e);
+}
+
+template <class Lock>
+void endpoint::flush_deferred_rx() noexcept {
+  while (!deferred_rx_.empty()) {
+    const deferred_rx d = deferred_rx_.front();
+    if (!complete_rx<Lock>(d.e, d.len, d.err)) return;
+    deferred_rx_.pop_front();
+    free_entry<Lock>(d.e);
+  }
 }
 
 // ---- the engine's callbacks ---------------------------------------------------------
@@ -655,8 +681,7 @@ int endpoint::start(fi_peer_rx_entry* e) noexcept {
       auto* u = static_cast<inline_rec*>(rec);
       size_t n = copy_out(u->data(), u->size, e->iov, e->count);
       inline_rec::destroy(u);
-      complete_rx<Lock>(e, n, 0);
-      free_entry<Lock>(e);
+      finish_rx<Lock>(e, n, 0);
       return 0;
     }
     case rec_kind::cma: {
@@ -754,19 +779,29 @@ void endpoint::retire_receives() noexcept {
     if (!in) continue;
     for (rx_xfer* x : in->xfers) {
       if (x->rma != rx_xfer::none || !x->matched || !x->entry) continue;
-      complete_rx<Lock>(x->entry, 0, FI_ECANCELED);
-      free_entry<Lock>(x->entry);
+      finish_rx<Lock>(x->entry, 0, FI_ECANCELED);
       x->entry = nullptr;
       x->discarded = true;  // the destructor drops it with its ring
     }
   }
+  // Finished receives still waiting for CQ room: what room there is takes
+  // them; the others' entries go back to the context without a completion
+  // (the endpoint, and its CQ binding, end here).
+  flush_deferred_rx<Lock>();
+  if (!deferred_rx_.empty())
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
+              "fi_close: %zu receive completions dropped, the CQ being full",
+              deferred_rx_.size());
+  for (const deferred_rx& d : deferred_rx_) free_entry<Lock>(d.e);
+  deferred_rx_.clear();
 }
 
 #define WEFT_SHM_INSTANTIATE(L)                                                         \
   template const fi_ops_srx_peer* endpoint::peer_table<L>() noexcept;                   \
   template void endpoint::progress_thunk<L>(void*) noexcept;                            \
   template bool endpoint::auto_work<L>(void*) noexcept;                                 \
-  template void endpoint::complete_rx<L>(fi_peer_rx_entry*, size_t, int) noexcept;      \
+  template bool endpoint::complete_rx<L>(fi_peer_rx_entry*, size_t, int) noexcept;      \
+  template void endpoint::finish_rx<L>(fi_peer_rx_entry*, size_t, int) noexcept;        \
   template int endpoint::start<L>(fi_peer_rx_entry*) noexcept;                          \
   template int endpoint::discard<L>(fi_peer_rx_entry*) noexcept;                       \
   template void endpoint::retire_receives<L>() noexcept;

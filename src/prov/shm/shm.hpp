@@ -559,8 +559,17 @@ class endpoint : public util::endpoint_object<endpoint> {
     rx_.free_entry<Lock>(e);
   }
   void unqueue(rec_base* r) noexcept;
+  // A receive's completion (and its counter): false, nothing written, when
+  // the receive CQ has no room.
   template <class Lock>
-  void complete_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept;
+  bool complete_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept;
+  // A receive ends: its completion written and its entry freed, or, while
+  // the CQ is full (a receive the owner started, a transfer finishing), both
+  // kept in order in deferred_rx_ until a pass finds room.
+  template <class Lock>
+  void finish_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept;
+  template <class Lock>
+  void flush_deferred_rx() noexcept;
   void tick() noexcept;
   void arm_timer(uint64_t period_ns) noexcept;
   // Under automatic progress: the thread sleeps on our wait set, senders
@@ -631,6 +640,12 @@ class endpoint : public util::endpoint_object<endpoint> {
   fid_peer_srx* face_ = nullptr;
   util::srx_port rx_;           // the one dispatch to srx_ or the owner (fi_enable)
   rec_base* queued_ = nullptr;  // records of unexpected messages queued at the owner
+  struct deferred_rx {
+    fi_peer_rx_entry* e;
+    size_t len;
+    int err;
+  };
+  std::deque<deferred_rx> deferred_rx_;  // finished receives waiting for CQ room
 
   // Blocking reads: without an fd the transport could signal, a periodic
   // timer in the CQ's and counters' wait sets wakes sleepers every tick_ns

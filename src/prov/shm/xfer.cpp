@@ -94,16 +94,14 @@ void endpoint::pull(fi_peer_rx_entry* e, const cma_rec& r) noexcept {
   if (!r.in) {
     // The sender detached before we matched its message: its buffer is no
     // longer promised to us.
-    complete_rx<Lock>(e, 0, FI_ECONNRESET);
-    free_entry<Lock>(e);
+    finish_rx<Lock>(e, 0, FI_ECONNRESET);
     return;
   }
   // An earlier message of this sender still being copied by both sides
   // completes before this one (split.cpp).
   if (r.in->split && !finish_split<Lock>(*r.in)) {
     // It died meanwhile: its buffer is no longer promised to us.
-    complete_rx<Lock>(e, 0, FI_ECONNRESET);
-    free_entry<Lock>(e);
+    finish_rx<Lock>(e, 0, FI_ECONNRESET);
     return;
   }
   uint64_t len = std::min(capacity(e), r.total);
@@ -152,8 +150,7 @@ void endpoint::pull(fi_peer_rx_entry* e, const cma_rec& r) noexcept {
   if (err)
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "pulling %llu bytes from pid %d: %s",
               static_cast<unsigned long long>(len), static_cast<int>(r.pid), std::strerror(rc));
-  complete_rx<Lock>(e, err ? 0 : len, err);
-  free_entry<Lock>(e);
+  finish_rx<Lock>(e, err ? 0 : len, err);
   if (rc != ESRCH)
     send_ack<Lock>(conn_to(r.id, ignored), r.token, err ? static_cast<uint64_t>(err) : proto::ack_done);
 }
@@ -301,8 +298,7 @@ void endpoint::finish_xfer(rx_xfer* x) noexcept {
   fi_peer_rx_entry* e = x->entry;
   uint64_t len = std::min(capacity(e), x->total);
   if (!x->err && x->staging) scatter(e->iov, e->count, 0, x->staging, len);
-  complete_rx<Lock>(e, x->err ? 0 : len, x->err);
-  free_entry<Lock>(e);
+  finish_rx<Lock>(e, x->err ? 0 : len, x->err);
   // A split copy is answered as a plain pull is, unless its sender died.
   if (x->split && x->err != FI_ECONNRESET) {
     errc ignored;

@@ -34,6 +34,7 @@
 #include <netinet/in.h>
 
 #include <atomic>
+#include <deque>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -281,8 +282,21 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   void fail_tx(rdm_tx* t, int err) noexcept;
   template <class Lock>
   bool write_rx(fi_peer_rx_entry* e) noexcept;
+  // A receive ends: completion, counter, entry freed; while the CQ is full,
+  // kept in rx_deferred_ until progress finds room (flush_rx_deferred).
   template <class Lock>
   void finish_rx(fi_peer_rx_entry* e) noexcept;
+  template <class Lock>
+  void count_and_free_rx(fi_peer_rx_entry* e) noexcept;
+  template <class Lock>
+  void flush_rx_deferred() noexcept;
+  template <class Lock>
+  auto deferred_guard() noexcept {
+    if constexpr (std::is_same_v<Lock, util::null_lock>)
+      return 0;
+    else
+      return std::unique_lock<util::fast_mutex>{rx_deferred_lock_.m};
+  }
   template <class Lock>
   void fail_rx(fi_peer_rx_entry* e, int err) noexcept;
   template <class Lock>
@@ -413,6 +427,11 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   rdm_tx* resp_free_ = nullptr;
   rdm_tx* tx_deferred_head_ = nullptr;  // acknowledged, waiting for room in the CQ
   rdm_tx* tx_deferred_tail_ = nullptr;
+  // Finished receives waiting for room in the CQ, in order (finish_rx).
+  // Under rx_deferred_lock_: start() finishes receives without our lock.
+  std::deque<fi_peer_rx_entry*> rx_deferred_;
+  util::mutex_lock rx_deferred_lock_;
+  std::atomic<bool> rx_deferred_any_{false};
   // Bytes held for unexpected messages (bounded by FI_UDP_RDM_UNEXP_LIMIT);
   // a receive posted by another thread frees them (start) without our lock.
   std::atomic<size_t> unexp_bytes_{0};

@@ -422,13 +422,54 @@ bool rdm_endpoint::write_rx(fi_peer_rx_entry* e) noexcept {
 }
 
 template <class Lock>
-void rdm_endpoint::finish_rx(fi_peer_rx_entry* e) noexcept {
-  if (!write_rx<Lock>(e))
-    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "receive CQ full: the completion of %p is lost",
-              e->context);
+void rdm_endpoint::count_and_free_rx(fi_peer_rx_entry* e) noexcept {
   const bool ok = e->msg_size <= util::iov_total(e->iov, e->count);
   if (util::cntr* c = bound_.recv_cntr.get()) ok ? c->inc() : c->inc_err();
   rx_.free_entry<Lock>(e);
+}
+
+template <class Lock>
+void rdm_endpoint::finish_rx(fi_peer_rx_entry* e) noexcept {
+  // Behind completions already waiting, to keep their order.
+  if (!rx_deferred_any_.load(std::memory_order_acquire) && write_rx<Lock>(e)) [[likely]] {
+    count_and_free_rx<Lock>(e);
+    return;
+  }
+  {
+    [[maybe_unused]] auto g = deferred_guard<Lock>();
+    try {
+      rx_deferred_.push_back(e);
+      rx_deferred_any_.store(true, std::memory_order_release);
+      return;
+    } catch (...) {
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+                "receive CQ full and no memory: the completion of %p is lost", e->context);
+    }
+  }
+  count_and_free_rx<Lock>(e);
+}
+
+// Written in order while the CQ has room; the entries are freed after the
+// list's lock is released (free_entry may take the receive context's lock,
+// which a start holds when it defers).
+template <class Lock>
+void rdm_endpoint::flush_rx_deferred() noexcept {
+  fi_peer_rx_entry* done[32];
+  for (;;) {
+    size_t n = 0;
+    bool more;
+    {
+      [[maybe_unused]] auto g = deferred_guard<Lock>();
+      while (n < std::size(done) && !rx_deferred_.empty() && write_rx<Lock>(rx_deferred_.front())) {
+        done[n++] = rx_deferred_.front();
+        rx_deferred_.pop_front();
+      }
+      if (rx_deferred_.empty()) rx_deferred_any_.store(false, std::memory_order_release);
+      more = n == std::size(done) && !rx_deferred_.empty();
+    }
+    for (size_t i = 0; i < n; ++i) count_and_free_rx<Lock>(done[i]);
+    if (!more) return;
+  }
 }
 
 template <class Lock>
@@ -804,6 +845,7 @@ void rdm_endpoint::progress() noexcept {
   // until there is an engine to match them.
   if (!rx_.face()) return;
   if (tx_deferred_head_) complete_deferred<Lock>();
+  if (rx_deferred_any_.load(std::memory_order_acquire)) [[unlikely]] flush_rx_deferred<Lock>();
   uint64_t now = util::now_ns();
   for (int i = 0; i < rx_batch; ++i) {
     // recvmsg, not recvfrom: the same system call for the kernel, but
@@ -870,7 +912,8 @@ bool rdm_endpoint::auto_work(void* obj) noexcept {
   }
   ep->progress<Lock>();
   [[maybe_unused]] auto g = ep->guard<Lock>();
-  const bool busy = !ep->busy_.empty() || ep->tx_deferred_head_;
+  const bool busy = !ep->busy_.empty() || ep->tx_deferred_head_ ||
+                    ep->rx_deferred_any_.load(std::memory_order_relaxed);
   if (busy != ep->timer_armed_) {
     itimerspec its{};
     if (busy) its.it_value.tv_nsec = its.it_interval.tv_nsec = 1'000'000;
@@ -890,7 +933,8 @@ bool rdm_endpoint::auto_work(void* obj) noexcept {
   template void rdm_endpoint::retire_receives<L>() noexcept;                                     \
   template bool rdm_endpoint::pump<L>(rdm_peer&, uint64_t) noexcept;                             \
   template void rdm_endpoint::complete_tx<L>(rdm_tx*) noexcept;                                  \
-  template void rdm_endpoint::fail_tx<L>(rdm_tx*, int) noexcept;
+  template void rdm_endpoint::fail_tx<L>(rdm_tx*, int) noexcept;                                 \
+  template void rdm_endpoint::flush_rx_deferred<L>() noexcept;
 
 WEFT_UDP_RDM_INSTANTIATE(util::null_lock)
 WEFT_UDP_RDM_INSTANTIATE(util::mutex_lock)

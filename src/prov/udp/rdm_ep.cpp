@@ -158,6 +158,16 @@ int rdm_endpoint::close() {
   // Under a shared context (which outlives us): what we were filling fails
   // and what we queued is withdrawn, while our CQ is still bound.
   if (enabled_ && !srx_) with_lock([&]<class Lock>() { retire_receives<Lock>(); });
+  // Finished receives still waiting for CQ room: what room there is takes
+  // them; the others' entries go back without a completion.
+  with_lock([&]<class Lock>() {
+    flush_rx_deferred<Lock>();
+    if (!rx_deferred_.empty())
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
+                "fi_close: %zu receive completions dropped, the CQ being full",
+                rx_deferred_.size());
+    for (fi_peer_rx_entry* e : std::exchange(rx_deferred_, {})) rx_.free_entry<Lock>(e);
+  });
   bound_.unbind(this, sock_.get());
   if (srx_) with_lock([&]<class Lock>() {
     // Messages half-received or queued unexpected go back to the engine
