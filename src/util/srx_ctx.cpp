@@ -127,28 +127,6 @@ bool srx_ctx::is(const struct fid* f) noexcept {
   return is_class(f, FI_CLASS_SRX_CTX) && f->ops == &fid_thunks<srx_ctx, fid_ep>::table;
 }
 
-int srx_ctx::bind_to(const fi_provider* prov, const domain& dom, struct fid* f, uint64_t flags,
-                     ref<srx_ctx>& slot) noexcept {
-  if (flags) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "binding a shared receive context takes no flags");
-    return to_fi(errc::badflags);
-  }
-  if (!is(f) || from(f)->prov() != prov) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "the shared receive context was not opened on %s",
-              prov && prov->name ? prov->name : "this provider");
-    return to_fi(errc::inval);
-  }
-  srx_ctx* ctx = from(f);
-  if (&ctx->dom() != &dom || slot) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "%s",
-              slot ? "the endpoint already has a shared receive context"
-                   : "the shared receive context belongs to another domain");
-    return to_fi(errc::inval);
-  }
-  slot.reset(ctx);
-  return 0;
-}
-
 int srx_ctx::attach(cq* c, av* a) noexcept {
   std::lock_guard g(ctl_);
   if (attached_ && av_.get() != a) {

@@ -38,11 +38,6 @@ class srx_ctx : public endpoint_object<srx_ctx> {
 
   // Whether f is an application srx_ctx (checked before any cast).
   static bool is(const struct fid* f) noexcept;
-  // fi_ep_bind of `f` to an endpoint of `prov` on `dom` whose context is
-  // `slot`: no flags (-FI_EBADFLAGS), a context of this provider and domain
-  // and only one (-FI_EINVAL), each logged. 0 with `slot` set.
-  static int bind_to(const fi_provider* prov, const domain& dom, struct fid* f, uint64_t flags,
-                     ref<srx_ctx>& slot) noexcept;
   domain& dom() const noexcept { return *domain_; }
   // What a bound endpoint matches through.
   fid_peer_srx* face() const noexcept { return face_; }

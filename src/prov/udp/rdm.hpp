@@ -25,6 +25,7 @@
 #include "util/rd_link.hpp"
 #include "util/rma_ops.hpp"
 #include "util/srx.hpp"
+#include "util/srx_binding.hpp"
 #include "util/srx_ctx.hpp"
 #include "util/srx_port.hpp"
 
@@ -368,7 +369,7 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   std::unique_ptr<util::srx> srx_;  // made at fi_enable, with the AV (none under a shared context)
   fid_peer_srx* face_ = nullptr;
   util::srx_port rx_;               // the one dispatch to srx_ or the context (fi_enable)
-  util::ref<util::srx_ctx> app_srx_;  // fi_srx_context bound to us
+  util::srx_binding shared_;  // the fi_srx_context bound to us, if any
   // Messages queued at the shared context (under q_lock_: the context's
   // posting thread finishes them through start/discard).
   util::fast_mutex q_lock_;

@@ -578,7 +578,9 @@ void rdm_endpoint::retire_receives() noexcept {
   // context's engine locks here whatever the policy: a control path.
   // A start that took its message off the list may still be writing its
   // completion: wait for it to leave too (in_start_).
-  util::srx& engine = app_srx_->engine();
+  util::srx_ctx* app = shared_.app();
+  if (!app) return;  // udp takes no peer provider's context (FI_PEER)
+  util::srx& engine = app->engine();
   for (;;) {
     rdm_unexp* b;
     bool withdrawn = false;

@@ -197,7 +197,7 @@ int rdm_endpoint::bind(struct fid* bfid, uint64_t flags) {
 }
 
 int rdm_endpoint::bind_srx(struct fid* f, uint64_t flags) {
-  return util::srx_ctx::bind_to(&provider(), *domain_, f, flags, app_srx_);
+  return shared_.bind(&provider(), *domain_, f, flags);
 }
 
 int rdm_endpoint::control(int command, void* arg) {
@@ -226,10 +226,11 @@ int rdm_endpoint::enable() {
   // id under FI_AV_USER_ID).
   // Under a shared receive context its engine matches for us (the
   // context's first endpoint fixes the AV every other one must use).
-  const bool shared_rx = app_srx_.get() != nullptr;
+  const bool shared_rx = shared_.bound();
   if (shared_rx) {
-    if (int ret = app_srx_->attach(bound_.rx_cq.get(), bound_.av_.get())) return ret;
-    rx_.share(app_srx_->face());
+    fid_peer_srx* face = nullptr;
+    if (int ret = shared_.attach(bound_.rx_cq.get(), bound_.av_.get(), &face)) return ret;
+    rx_.share(face);
   } else {
     try {
       util::srx_attr a;
