@@ -10,11 +10,20 @@ status=0
 failed=()  # the phases that failed, and their failing tests: printed last
 start=$(date +%s)
 phase() { echo "== $1 ($(( $(date +%s) - start )) s in)"; }
-# A ctest run's failures, for the summary: its LastTestsFailed log.
+# A ctest run's failures, for the summary: its LastTestsFailed log, and from
+# the run's full log the lines that say what failed (gtest's failure
+# messages, sanitizer reports), so the summary at the end of a long log
+# names the assertion and not only the test binary.
 note_ctest() { # build dir, phase name
   local log=$1/Testing/Temporary/LastTestsFailed.log
+  local all=$1/Testing/Temporary/LastTest.log
   failed+=("$2")
   [ -f "$log" ] && while IFS= read -r t; do failed+=("  $t"); done <"$log"
+  if [ -f "$all" ]; then
+    while IFS= read -r t; do failed+=("    $t"); done < <(
+      grep -a -E -A12 ': Failure$|^\[  FAILED  \]|WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer|runtime error:|^SUMMARY: |Segmentation fault|Timeout' "$all" |
+        head -200)
+  fi
   status=1
 }
 
