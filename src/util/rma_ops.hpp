@@ -40,7 +40,7 @@ inline constexpr uint64_t op_no_completion = 1ULL << 63;
 inline constexpr uint64_t rma_msg_flags = FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_MORE | FI_INJECT |
                                           FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
                                           FI_DELIVERY_COMPLETE | FI_FENCE | FI_RMA | FI_ATOMIC |
-                                          FI_READ | FI_WRITE | FI_TRANSMIT;
+                                          FI_READ | FI_WRITE | FI_TRANSMIT | op_quiet;
 
 struct rma_request {
   bool write;

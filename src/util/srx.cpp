@@ -15,6 +15,7 @@
 #include "core/log.hpp"
 #include "util/av.hpp"
 #include "util/iov.hpp"
+#include "util/trigger.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -23,6 +24,9 @@ namespace weft::util {
 
 namespace {
 constexpr size_t max_prealloc = 16384;  // posted entries grown at construction, at most
+// A posting's flags a posted receive keeps for its completion: selective
+// completion, and a deferred receive's "no endpoint counter" (op_quiet).
+constexpr uint64_t kept_flags = FI_COMPLETION | op_quiet;
 }  // namespace
 
 // ---- pool ----
@@ -177,11 +181,11 @@ ssize_t srx::post_msg(const iovec* iov, void** desc, size_t count, fi_addr_t src
   }
   if (!(flags & FI_MULTI_RECV) && count <= 1) {
     ssize_t rc = post_one<Lock>(iov, desc, count, src, 0, 0, context,
-                                recv_msg | (flags & FI_COMPLETION), false);
+                                recv_msg | (flags & kept_flags), false);
     if (rc != to_fi(errc::inprogress)) return rc;
   }
   srx_entry w = describe(iov, desc, count, source_filter(src), context,
-                         recv_msg | (flags & (FI_COMPLETION | FI_MULTI_RECV)));
+                         recv_msg | (flags & (kept_flags | FI_MULTI_RECV)));
   w.ignore = min_multi_recv_;  // multi-receive buffers keep the minimum of their posting
   return post<Lock>(w);
 }
@@ -207,11 +211,11 @@ ssize_t srx::post_tag(const iovec* iov, void** desc, size_t count, fi_addr_t src
     return to_fi(errc::inval);
   if (!(flags & (FI_PEEK | FI_CLAIM)) && count <= 1) {
     ssize_t rc = post_one<Lock>(iov, desc, count, src, tag, ignore, context,
-                                recv_tag | (flags & FI_COMPLETION), true);
+                                recv_tag | (flags & kept_flags), true);
     if (rc != to_fi(errc::inprogress)) return rc;
   }
   srx_entry w = describe(iov, desc, count, source_filter(src), context,
-                         recv_tag | (flags & FI_COMPLETION));
+                         recv_tag | (flags & kept_flags));
   w.rx.tag = tag;
   w.ignore = ignore;
   w.tagged = true;

@@ -383,6 +383,7 @@ bool trigger_engine::claim(void* op_context, bool error) noexcept {
 
 ssize_t trigger_engine::issue(entry& e) noexcept {
   uint64_t f = e.flags & ~uint64_t{FI_TRIGGER};
+  if (e.hide) f |= op_quiet;  // no endpoint counter counts it either
   fid_ep* ep = e.ep;
   switch (e.type) {
     case FI_OP_SEND: return ep->msg->sendmsg(ep, &e.msg, f);

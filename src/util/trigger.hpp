@@ -42,7 +42,22 @@
 
 namespace weft::util {
 
+// Internal operation flag (a provider-specific bit): a deferred transfer
+// whose request did not ask for FI_COMPLETION. fi_trigger(3): its endpoint
+// reports nothing, neither on its CQ (trigger_engine::claim drops the
+// entry) nor on its counters, unless the counter is the request's
+// completion_cntr (the engine counts that one). Providers carry the bit
+// with the operation (transmit entries, posted receives) and skip their
+// endpoint counters for it: counted().
+inline constexpr uint64_t op_quiet = 1ULL << 62;
+
 class cntr;
+
+// The endpoint counter `c` an operation with `flags` updates: none for a
+// quiet one.
+inline cntr* counted(cntr* c, uint64_t flags) noexcept {
+  return (flags & op_quiet) ? nullptr : c;
+}
 class cq;
 class domain;
 struct ep_bindings;

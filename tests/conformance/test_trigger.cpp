@@ -546,6 +546,105 @@ TEST_P(trigger, deferred_transfers_count_on_completion_and_report_only_when_aske
   EXPECT_STREQ(in2, "second");
 }
 
+// fi_trigger(3): deferred work does not update the endpoint's counters
+// either, unless the request carries FI_COMPLETION, or the endpoint's
+// counter is the request's completion_cntr (then it counts once).
+TEST_P(trigger, deferred_transfers_leave_endpoint_counters_alone_unless_asked) {
+  fid_cq* cq = open_cq();
+  open_av();
+  fid_cntr* ca = open_cntr();  // a's sends, writes and reads
+  fid_cntr* cb = open_cntr();  // b's receives
+  const bool rma = has(FI_RMA);
+  fi_addr_t a = FI_ADDR_NOTAVAIL, b = FI_ADDR_NOTAVAIL;
+  fid_ep* ea = open_ep_with(cq, &a, ca, FI_SEND | (rma ? FI_WRITE | FI_READ : 0));
+  fid_ep* eb = open_ep_with(cq, &b, cb, FI_RECV);
+  ASSERT_TRUE(ea && eb);
+  fid_cntr* go = open_cntr();
+  fid_cntr* done = open_cntr();
+  char in[3][16] = {};
+  fi_context rctx[3], sctx[3];
+  iovec rio[3] = {{in[0], 16}, {in[1], 16}, {in[2], 16}};
+  iovec sio[3] = {{const_cast<char*>("quiet"), 6},
+                  {const_cast<char*>("asked"), 6},
+                  {const_cast<char*>("own"), 4}};
+  // Round k: a deferred receive at b and a deferred send from a, both at
+  // threshold k + 1.
+  const uint64_t flags[3] = {0, FI_COMPLETION, 0};
+  fid_cntr* rcount[3] = {done, done, cb};  // round 3: the endpoints' own counters
+  fid_cntr* scount[3] = {done, done, ca};
+  fi_op_msg rop[3], sop[3];
+  fi_deferred_work rw[3], sw[3];
+  for (int k = 0; k < 3; ++k) {
+    rop[k] = {eb, {&rio[k], nullptr, 1, FI_ADDR_UNSPEC, &rctx[k], 0}, flags[k]};
+    sop[k] = {ea, {&sio[k], nullptr, 1, b, &sctx[k], 0}, flags[k]};
+    rw[k] = {{}, uint64_t(k + 1), go, rcount[k], FI_OP_RECV, {}};
+    rw[k].op.msg = &rop[k];
+    sw[k] = {{}, uint64_t(k + 1), go, scount[k], FI_OP_SEND, {}};
+    sw[k].op.msg = &sop[k];
+    ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &rw[k]), 0);
+    ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &sw[k]), 0);
+  }
+  std::vector<comp> got;
+  // 1: neither asks: the completion counter counts both, the endpoint nothing.
+  ASSERT_EQ(fi_cntr_add(go, 1), 0);
+  EXPECT_EQ(await(done, 2, cq, got), 2u);
+  std::vector<comp> more = quiet(cq, 50);
+  got.insert(got.end(), more.begin(), more.end());
+  EXPECT_TRUE(got.empty());
+  EXPECT_STREQ(in[0], "quiet");
+  EXPECT_EQ(fi_cntr_read(ca), 0u) << "a quiet deferred send counted on the send counter";
+  EXPECT_EQ(fi_cntr_read(cb), 0u) << "a quiet deferred receive counted on the receive counter";
+  // 2: FI_COMPLETION: reported and counted as any transfer.
+  got.clear();
+  ASSERT_EQ(fi_cntr_add(go, 1), 0);
+  EXPECT_EQ(await(done, 4, cq, got), 4u);
+  EXPECT_EQ(await(ca, 1, cq, got), 1u);
+  EXPECT_EQ(await(cb, 1, cq, got), 1u);
+  std::vector<comp> rest = collect(cq, 2 - std::min<size_t>(got.size(), 2));
+  got.insert(got.end(), rest.begin(), rest.end());
+  EXPECT_EQ(got.size(), 2u);
+  EXPECT_NE(find(got, &rctx[1]), nullptr);
+  EXPECT_NE(find(got, &sctx[1]), nullptr);
+  // 3: the endpoint's counter is the completion counter: one count each.
+  got.clear();
+  ASSERT_EQ(fi_cntr_add(go, 1), 0);
+  EXPECT_EQ(await(ca, 2, cq, got), 2u);
+  EXPECT_EQ(await(cb, 2, cq, got), 2u);
+  more = quiet(cq, 50);
+  got.insert(got.end(), more.begin(), more.end());
+  EXPECT_TRUE(got.empty());
+  EXPECT_STREQ(in[2], "own");
+  EXPECT_EQ(fi_cntr_read(ca), 2u) << "counted twice: by the endpoint and as completion counter";
+  EXPECT_EQ(fi_cntr_read(cb), 2u) << "counted twice: by the endpoint and as completion counter";
+  EXPECT_EQ(fi_cntr_read(done), 4u);
+  if (!rma) return;
+  // RMA: a quiet deferred write and read leave a's counter alone.
+  alignas(8) uint64_t mem = 0, src = 0x5eed, back = 0;
+  target tg = reg(&mem, sizeof mem);
+  fi_rma_iov r0{tg.base, 8, tg.key};
+  iovec wio{&src, 8}, bio{&back, 8};
+  fi_context wctx, rdctx;
+  fi_op_rma wop{ea, {&wio, nullptr, 1, b, &r0, 1, &wctx, 0}, 0};
+  fi_op_rma rdop{ea, {&bio, nullptr, 1, b, &r0, 1, &rdctx, 0}, 0};
+  fi_deferred_work w{}, r{};
+  w = {{}, 4, go, done, FI_OP_WRITE, {}};
+  w.op.rma = &wop;
+  r = {{}, 5, go, done, FI_OP_READ, {}};
+  r.op.rma = &rdop;
+  ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &w), 0);
+  ASSERT_EQ(fi_control(&domain->fid, FI_QUEUE_WORK, &r), 0);
+  ASSERT_EQ(fi_cntr_add(go, 1), 0);
+  EXPECT_EQ(await(done, 5, cq, got), 5u);
+  ASSERT_EQ(fi_cntr_add(go, 1), 0);
+  EXPECT_EQ(await(done, 6, cq, got), 6u);
+  more = quiet(cq, 50);
+  got.insert(got.end(), more.begin(), more.end());
+  EXPECT_TRUE(got.empty());
+  EXPECT_EQ(mem, src);
+  EXPECT_EQ(back, src);
+  EXPECT_EQ(fi_cntr_read(ca), 2u) << "a quiet deferred write or read counted";
+}
+
 // Work A's effect is what work B waits for, and B's completion counter is
 // what C waits for: one fi_cntr_add runs the whole chain.
 TEST_P(trigger, deferred_work_chains_through_counters) {

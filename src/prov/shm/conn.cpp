@@ -165,7 +165,8 @@ void endpoint::complete_tx(tx_entry* t, int err) noexcept {
   // fi_cntr(3): sends count on the send counter, RMA reads and fetching
   // atomics on the read counter, RMA writes and other atomics on the write
   // counter.
-  util::cntr* cntr = t->kind == tx_entry::send      ? bound_.send_cntr.get()
+  util::cntr* cntr = t->quiet                       ? nullptr
+                     : t->kind == tx_entry::send      ? bound_.send_cntr.get()
                      : (t->cq_flags & FI_READ)      ? bound_.read_cntr.get()
                                                     : bound_.write_cntr.get();
   if (err) {

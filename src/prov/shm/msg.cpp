@@ -24,7 +24,7 @@ namespace {
 constexpr uint64_t send_op_flags = FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_MORE | FI_INJECT |
                                    FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
                                    FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE | FI_TRANSMIT |
-                                   FI_MSG | FI_SEND;
+                                   FI_MSG | FI_SEND | util::op_quiet;
 
 // The fi_ops_msg and fi_ops_tagged slots of one lock policy.
 template <class Lock>
@@ -286,7 +286,7 @@ ssize_t endpoint::send_one(const void* buf, size_t len, fi_addr_t dest, void* co
   if (completion)
     cq->write<Lock>({context, FI_SEND | (tagged ? FI_TAGGED : FI_MSG), 0, nullptr, 0, 0,
                      FI_ADDR_NOTAVAIL, 0});
-  if (util::cntr* n = bound_.send_cntr.get()) n->inc();
+  if (util::cntr* n = util::counted(bound_.send_cntr.get(), flags)) n->inc();
   return 0;
 }
 
@@ -336,7 +336,7 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
     c->full_ns = 0;
     ring(*c);
     if (completion) cq->write<Lock>({context, cq_flags, 0, nullptr, 0, 0, FI_ADDR_NOTAVAIL, 0});
-    if (util::cntr* n = bound_.send_cntr.get()) n->inc();
+    if (util::cntr* n = util::counted(bound_.send_cntr.get(), flags)) n->inc();
     return 0;
   }
   tx_entry* t = take_tx();
@@ -366,6 +366,7 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
   t->c = c;
   t->count = static_cast<uint32_t>(count);
   t->completion = completion;
+  t->quiet = flags & util::op_quiet;
   t->total = len;
   t->sent = t->consumed = 0;
   ++c->outstanding;

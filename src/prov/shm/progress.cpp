@@ -461,7 +461,7 @@ void endpoint::deliver_inline(inbound& in, const msg_view& v, util::srx_entry& p
                        e->count ? e->iov[0].iov_base : nullptr, data ? v.fields.data : 0,
                        tagged ? v.fields.tag : 0, src, 0});
     }
-    if (util::cntr* c = bound_.recv_cntr.get()) c->inc();
+    if (util::cntr* c = util::counted(bound_.recv_cntr.get(), e->flags)) c->inc();
   }
   srx_->recycle<Lock>(&p);
 }
@@ -632,12 +632,12 @@ bool endpoint::complete_rx(fi_peer_rx_entry* e, size_t len, int err) noexcept {
       ee.src_addr = e->addr;
       if (!cq->write_error<Lock>(ee)) return false;
     }
-    if (util::cntr* n = bound_.recv_cntr.get()) n->inc_err();
+    if (util::cntr* n = util::counted(bound_.recv_cntr.get(), e->flags)) n->inc_err();
     return true;
   }
   if (cq && (!bound_.rx_selective || (e->flags & (FI_COMPLETION | FI_MULTI_RECV))))
     if (!cq->write<Lock>({e->context, flags, len, buf, data, tag, e->addr, 0})) return false;
-  if (util::cntr* n = bound_.recv_cntr.get()) n->inc();
+  if (util::cntr* n = util::counted(bound_.recv_cntr.get(), e->flags)) n->inc();
   return true;
 }
 

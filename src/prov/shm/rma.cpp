@@ -109,6 +109,7 @@ ssize_t endpoint::post_rma(const util::rma_request& r) noexcept {
   t->count = static_cast<uint32_t>(r.count);
   std::copy_n(r.iov, r.count, t->iov);
   t->completion = completion;
+  t->quiet = r.flags & util::op_quiet;
   t->total = total;
   t->sent = t->consumed = 0;
   ++c->outstanding;
@@ -180,6 +181,7 @@ ssize_t endpoint::post_atomic(const util::atomic_request& r) noexcept {
   t->count = fetch ? static_cast<uint32_t>(r.res_count) : 0;
   for (size_t i = 0; i < t->count; ++i) t->iov[i] = {r.res[i].addr, r.res[i].count * size};
   t->completion = completion;
+  t->quiet = r.flags & util::op_quiet;
   t->total = fetch ? count * size : 0;  // the prior values the answer carries
   t->sent = t->consumed = 0;
   t->state = tx_entry::wait_ack;

@@ -284,6 +284,7 @@ bool endpoint::handle_rma_read(inbound& in, const msg_view& v) noexcept {
   t->count = static_cast<uint32_t>(ns);
   std::copy_n(src, ns, t->iov);
   t->completion = false;
+  t->quiet = false;
   t->total = q.p.total;
   t->sent = t->consumed = 0;
   t->state = tx_entry::streaming;

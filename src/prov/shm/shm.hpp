@@ -146,6 +146,7 @@ struct tx_entry {
   iovec iov[max_iov]{};
   uint32_t count = 0;
   bool completion = false;
+  bool quiet = false;  // util::op_quiet: no endpoint counter counts it
   state_t state = free;
   kind_t kind = send;
   bool acked = false;        // a streamed write's answer came before its last chunk drained

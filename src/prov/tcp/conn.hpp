@@ -77,6 +77,7 @@ struct tx_entry {
   bool report;        // a CQ error entry on failure (not for fi_inject)
   kind_t kind;
   bool heap;          // a response allocated beyond the pool: deleted when written
+  bool quiet;         // util::op_quiet: no endpoint counter counts it
   uint8_t dst_count;  // request: where the answer's payload goes (read data, prior values)
   uint32_t msg_id;    // request: the id its answer carries
   uint64_t dst_len;   // bytes the answer must carry

@@ -259,6 +259,7 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
   t->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
   t->complete = completion;
   t->report = !(flags & no_completion);
+  t->quiet = flags & util::op_quiet;
   t->iov[0] = {t->hdr, hl};
   std::copy_n(iov, count, t->iov + 1);
   t->count = static_cast<uint8_t>(1 + count);
@@ -439,7 +440,7 @@ bool endpoint::complete_tx(tx_entry* t) noexcept {
       return false;
     }
   }
-  if (util::cntr* c = counter_of(bound_, t->cq_flags)) c->inc();
+  if (util::cntr* c = t->quiet ? nullptr : counter_of(bound_, t->cq_flags)) c->inc();
   put_tx(t);
   return true;
 }
@@ -462,7 +463,7 @@ void endpoint::fail_tx(tx_entry* t, int err) noexcept {
       WEFT_WARN(&provider(), FI_LOG_EP_DATA, "transmit CQ full: error %d for %p lost", err,
                 t->context);
   }
-  if (util::cntr* c = counter_of(bound_, t->cq_flags)) c->inc_err();
+  if (util::cntr* c = t->quiet ? nullptr : counter_of(bound_, t->cq_flags)) c->inc_err();
   put_tx(t);
 }
 
@@ -495,7 +496,7 @@ bool endpoint::write_rx(fi_peer_rx_entry* e) noexcept {
 
 template <class Lock>
 void endpoint::done_rx(fi_peer_rx_entry* e, bool ok) noexcept {
-  if (util::cntr* c = bound_.recv_cntr.get()) ok ? c->inc() : c->inc_err();
+  if (util::cntr* c = util::counted(bound_.recv_cntr.get(), e->flags)) ok ? c->inc() : c->inc_err();
   rx_.free_entry<Lock>(e);
 }
 
@@ -552,7 +553,7 @@ void endpoint::complete_deferred() noexcept {
     if (!bound_.tx_cq->write<Lock>(ce)) break;
     tx_deferred_head_ = t->next;
     if (!tx_deferred_head_) tx_deferred_tail_ = nullptr;
-    if (util::cntr* c = counter_of(bound_, t->cq_flags)) c->inc();
+    if (util::cntr* c = t->quiet ? nullptr : counter_of(bound_, t->cq_flags)) c->inc();
     put_tx(t);
   }
   for (;;) {

@@ -135,6 +135,7 @@ ssize_t endpoint::post_rma(const util::rma_request& r) noexcept {
   t->cq_flags = FI_RMA | (r.write ? FI_WRITE : FI_READ);
   t->complete = completion;
   t->report = !silent;
+  t->quiet = r.flags & util::op_quiet;
   t->msg_id = f.msg_id;
   t->iov[0] = {t->hdr, hl};
   t->count = 1;
@@ -204,6 +205,7 @@ ssize_t endpoint::post_atomic(const util::atomic_request& r) noexcept {
   t->cq_flags = FI_ATOMIC | (fetch ? FI_READ : FI_WRITE);
   t->complete = completion;
   t->report = !silent;
+  t->quiet = r.flags & util::op_quiet;
   t->msg_id = f.msg_id;
   t->iov[0] = {t->hdr, hl};
   t->count = 1;
@@ -300,7 +302,7 @@ bool endpoint::answer(conn& c, proto::op op, uint32_t id, uint8_t req_op, int er
   t->kind = tx_entry::response;
   t->context = nullptr;
   t->cq_flags = 0;
-  t->complete = t->report = false;
+  t->complete = t->report = t->quiet = false;
   t->iov[0] = {t->hdr, hl};
   t->first = 0;
   t->left = hl + payload;

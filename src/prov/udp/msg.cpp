@@ -171,7 +171,7 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
     ce.src = FI_ADDR_NOTAVAIL;
     cq->write<Lock>(ce);
   }
-  if (util::cntr* c = bound_.send_cntr.get()) c->inc();
+  if (util::cntr* c = util::counted(bound_.send_cntr.get(), flags)) c->inc();
   return 0;
 }
 
@@ -218,7 +218,7 @@ void endpoint::complete_recv(rx_entry& e, void* buf, size_t len, const sockaddr_
       err.src_addr = src;
       cq->write_error<Lock>(err);
     }
-    if (util::cntr* c = bound_.recv_cntr.get()) c->inc_err();
+    if (util::cntr* c = util::counted(bound_.recv_cntr.get(), e.flags)) c->inc_err();
     return;
   }
   // A multi-receive buffer reports its release even when it asked for no
@@ -233,7 +233,7 @@ void endpoint::complete_recv(rx_entry& e, void* buf, size_t len, const sockaddr_
     ce.src = src;
     cq->write<Lock>(ce);
   }
-  if (util::cntr* c = bound_.recv_cntr.get()) c->inc();
+  if (util::cntr* c = util::counted(bound_.recv_cntr.get(), e.flags)) c->inc();
 }
 
 template <class Lock>

@@ -314,7 +314,7 @@ ssize_t rdm_endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void*
   t->kind = rdm_tx_kind::message;
   t->complete = completion;
   t->report = !no_comp;
-  t->cntr = bound_.send_cntr.get();
+  t->cntr = util::counted(bound_.send_cntr.get(), flags);
   t->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
   t->context = context;
   t->queued = 0;
@@ -424,7 +424,7 @@ bool rdm_endpoint::write_rx(fi_peer_rx_entry* e) noexcept {
 template <class Lock>
 void rdm_endpoint::count_and_free_rx(fi_peer_rx_entry* e) noexcept {
   const bool ok = e->msg_size <= util::iov_total(e->iov, e->count);
-  if (util::cntr* c = bound_.recv_cntr.get()) ok ? c->inc() : c->inc_err();
+  if (util::cntr* c = util::counted(bound_.recv_cntr.get(), e->flags)) ok ? c->inc() : c->inc_err();
   rx_.free_entry<Lock>(e);
 }
 
@@ -486,7 +486,7 @@ void rdm_endpoint::fail_rx(fi_peer_rx_entry* e, int err) noexcept {
       WEFT_WARN(&provider(), FI_LOG_EP_DATA, "receive CQ full: error %d for %p lost", err,
                 e->context);
   }
-  if (util::cntr* c = bound_.recv_cntr.get()) c->inc_err();
+  if (util::cntr* c = util::counted(bound_.recv_cntr.get(), e->flags)) c->inc_err();
   rx_.free_entry<Lock>(e);
 }
 

@@ -193,7 +193,7 @@ ssize_t rdm_endpoint::post_rma(const util::rma_request& r) noexcept {
     t->count = uint8_t(1 + r.count);
   }
   t->cq_flags = FI_RMA | (r.write ? FI_WRITE : FI_READ);
-  t->cntr = r.write ? bound_.write_cntr.get() : bound_.read_cntr.get();
+  t->cntr = util::counted(r.write ? bound_.write_cntr.get() : bound_.read_cntr.get(), r.flags);
   return post_entry<Lock>(*p, t, r.context, completion, silent, answer);
 }
 
@@ -249,7 +249,7 @@ ssize_t rdm_endpoint::post_atomic(const util::atomic_request& r) noexcept {
     t->dst_len = count * size;
   }
   t->cq_flags = FI_ATOMIC | (fetch ? FI_READ : FI_WRITE);
-  t->cntr = fetch ? bound_.read_cntr.get() : bound_.write_cntr.get();
+  t->cntr = util::counted(fetch ? bound_.read_cntr.get() : bound_.write_cntr.get(), r.flags);
   return post_entry<Lock>(*p, t, r.context, completion, silent, answer);
 }
 
