@@ -170,7 +170,9 @@ fi_domain_attr rdm_dom = [] {
 
 fi_info rdm_tmpl = [] {
   fi_info i{};
-  i.caps = rdm_tx_caps | rdm_rx_caps | FI_LOCAL_COMM | FI_REMOTE_COMM;
+  // FI_PEER: usable by a link provider that owns the CQs, counters and the
+  // receive context (fi_peer(3)).
+  i.caps = rdm_tx_caps | rdm_rx_caps | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_PEER;
   i.mode = 0;
   i.addr_format = FI_SOCKADDR_IN;
   i.tx_attr = &rdm_tx;

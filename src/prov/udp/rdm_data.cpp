@@ -579,7 +579,26 @@ void rdm_endpoint::retire_receives() noexcept {
   // A start that took its message off the list may still be writing its
   // completion: wait for it to leave too (in_start_).
   util::srx_ctx* app = shared_.app();
-  if (!app) return;  // udp takes no peer provider's context (FI_PEER)
+  if (!app) {
+    // A peer provider's owner (fi_peer(3)) has no withdraw: what we queued
+    // goes back through its free_entry (discard ends with it). The owner
+    // does not start an entry of an endpoint it is closing (it serialises
+    // its receive context against the close it asked for).
+    if (!shared_.peer()) return;
+    for (;;) {
+      rdm_unexp* b;
+      {
+        std::lock_guard g{q_lock_};
+        b = queued_;
+        if (!b && !in_start_.load(std::memory_order_acquire)) break;
+      }
+      if (b)
+        discard<Lock>(b->queued);
+      else
+        std::this_thread::yield();
+    }
+    return;
+  }
   util::srx& engine = app->engine();
   for (;;) {
     rdm_unexp* b;

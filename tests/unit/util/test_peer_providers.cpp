@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// weft — shm and tcp (RDM) as peer providers (fi_peer(3)), the way a link
+// weft — shm, tcp (RDM) and udp (RDM) as peer providers (fi_peer(3)), the way a link
 // provider uses them: the test plays the owner, with its own completion
 // queue (a fid_peer_cq that records writes), counter (a fid_peer_cntr that
 // counts) and receive context (a util::srx behind a fid_peer_srx whose
@@ -209,7 +209,7 @@ class peer_provider : public ::testing::TestWithParam<peer_param> {
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->threading = std::get<1>(GetParam());
     hints->fabric_attr->prov_name = strdup(prov().c_str());
-    // tcp: loopback, which every host has.
+    // tcp and udp: loopback, which every host has.
     const char* node = shm() ? nullptr : "127.0.0.1";
     if (!shm()) hints->addr_format = FI_SOCKADDR_IN;
     ASSERT_EQ(fi_getinfo(FI_VERSION(1, 21), node, nullptr, node ? FI_SOURCE : 0, hints, &info), 0);
@@ -309,7 +309,7 @@ class peer_provider : public ::testing::TestWithParam<peer_param> {
 
 INSTANTIATE_TEST_SUITE_P(
     providers, peer_provider,
-    ::testing::Combine(::testing::Values("shm", "tcp"),
+    ::testing::Combine(::testing::Values("shm", "tcp", "udp"),
                        ::testing::Values(FI_THREAD_DOMAIN, FI_THREAD_SAFE)),
     [](const ::testing::TestParamInfo<peer_param>& p) {
       return std::get<0>(p.param) +
