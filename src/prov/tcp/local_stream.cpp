@@ -273,9 +273,8 @@ void local_stream::grow(size_t more) noexcept {
               static_cast<size_t>(next), std::strerror(errno));
     return;
   }
-  // Before any tail that covers bytes written with it (release: the new
-  // pages' contents are nothing the reader depends on, the tail orders
-  // the data).
+  // Stored before any tail that covers bytes written with it: the release
+  // store of that tail then carries it to the reader that loads the tail.
   shared(out_ctl().cap).store(next, std::memory_order_release);
   cap_ = next;
   mask_ = next - 1;
