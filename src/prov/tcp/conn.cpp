@@ -12,6 +12,7 @@
 #include <netinet/tcp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 
@@ -169,9 +170,14 @@ tx_pool::tx_pool(size_t n) : slab_(std::make_unique<tx_entry[]>(n)), size_(n), a
 // buffer (the transmit entries belong to the endpoint's pool, the socket
 // buffers to the kernel). Kept under 64 KiB so thousands of peers stay cheap.
 static_assert(sizeof(conn) + conn::staging <= 64 * 1024);
-// A same-host FI_EP_MSG connection adds its stream (one file both ends map).
+// A same-host FI_EP_MSG connection adds its stream (one file both ends map):
+// idle, only each pipe's first local_pipe_bytes are reserved; the rest of a
+// pipe's span is a hole until a burst grows it (local_stream.hpp).
 static_assert(sizeof(conn) + conn::staging + local_layout::data_offset + 2 * local_pipe_bytes <=
               64 * 1024);
+static_assert(std::has_single_bit(local_pipe_max_bytes) &&
+              local_pipe_bytes <= local_pipe_max_bytes &&
+              local_pipe_max_bytes <= local_layout::max_pipe);
 
 conn::conn(util::unique_fd s, bool is_active, const frame_limits& lim)
     : reader(lim),

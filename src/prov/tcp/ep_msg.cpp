@@ -183,7 +183,7 @@ void endpoint::send_cm_req(conn& c) noexcept {
     uint64_t cookie = 0;
     util::unique_fd memfd;
     if (::getrandom(&cookie, sizeof cookie, 0) == sizeof cookie &&
-        local_stream::create(local_pipe_bytes, cookie, c.stream, memfd) == errc::ok) {
+        local_stream::create(local_pipe_bytes, local_pipe_max_bytes, cookie, c.stream, memfd) == errc::ok) {
       req.features = proto::feature_local_stream;
       req.local_pid = static_cast<uint32_t>(::getpid());
       req.local_fd = memfd.get();
@@ -209,10 +209,12 @@ bool endpoint::attach_stream(conn& c) noexcept {
     c.stream = local_stream{};
     return false;
   }
-  if (c.stream.capacity() != local_pipe_bytes) {  // our size, not one the peer picks
+  // Our sizes, not ones the peer picks.
+  if (c.stream.capacity() != local_pipe_bytes || c.stream.max_capacity() != local_pipe_max_bytes) {
     WEFT_INFO(&provider(), FI_LOG_EP_CTRL, "tcp: the same-host stream of %s has pipes of %zu "
-              "bytes, not %zu; the connection stays on the socket", describe(c.peer).c_str(),
-              c.stream.capacity(), local_pipe_bytes);
+              "bytes growing to %zu, not %zu to %zu; the connection stays on the socket",
+              describe(c.peer).c_str(), c.stream.capacity(), c.stream.max_capacity(),
+              local_pipe_bytes, local_pipe_max_bytes);
     c.stream = local_stream{};
     return false;
   }

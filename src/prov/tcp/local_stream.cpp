@@ -2,6 +2,9 @@
 // weft — the same-host byte stream (local_stream.hpp).
 #include "prov/tcp/local_stream.hpp"
 
+#include "core/log.hpp"
+#include "prov/tcp/params.hpp"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -80,10 +83,15 @@ local_stream& local_stream::operator=(local_stream&& o) noexcept {
     in_data_ = std::exchange(o.in_data_, nullptr);
     mask_ = o.mask_;
     cap_ = o.cap_;
+    span_ = o.span_;
+    in_min_ = o.in_min_;
+    in_cap_ = o.in_cap_;
     out_ = o.out_;
     tail_ = o.tail_;
     head_ = o.head_;
     head_seen_ = o.head_seen_;
+    tail_seen_ = o.tail_seen_;
+    grow_refused_ = o.grow_refused_;
     corrupt_ = o.corrupt_;
     wake_check_ = o.wake_check_;
   }
@@ -97,18 +105,26 @@ void local_stream::release() noexcept {
   base_ = nullptr;
 }
 
-errc local_stream::create(size_t pipe_bytes, uint64_t cookie, local_stream& out,
-                          util::unique_fd& memfd) noexcept {
-  if (pipe_bytes < local_layout::min_pipe || pipe_bytes > local_layout::max_pipe ||
-      !std::has_single_bit(pipe_bytes))
-    return errc::inval;
+errc local_stream::create(size_t pipe_bytes, size_t max_bytes, uint64_t cookie,
+                          local_stream& out, util::unique_fd& memfd) noexcept {
+  auto bad = [](size_t n) {
+    return n < local_layout::min_pipe || n > local_layout::max_pipe || !std::has_single_bit(n);
+  };
+  if (bad(pipe_bytes) || bad(max_bytes) || pipe_bytes > max_bytes) return errc::inval;
   util::unique_fd fd(::memfd_create(memfd_name.data(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return from_errno(errno);
-  const size_t total = total_bytes(pipe_bytes);
-  // Reserved now: a full tmpfs or memory limit is this error, not a SIGBUS
-  // when a page is first touched in the middle of a transfer.
-  if (int e = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(total)); e != 0)
-    return from_errno(e);
+  // The whole span is the file's size (a hole costs nothing); what the
+  // pipes start with is reserved now: a full tmpfs or memory limit is this
+  // error, not a SIGBUS when a page is first touched in the middle of a
+  // transfer. The header's page and pipe 0's first pages are one range.
+  const size_t total = total_bytes(max_bytes);
+  if (::ftruncate(fd.get(), static_cast<off_t>(total)) != 0) return from_errno(errno);
+  for (size_t at : {size_t{0}, local_layout::data_offset + max_bytes}) {
+    const size_t len = (at ? 0 : local_layout::data_offset) + pipe_bytes;
+    if (int e = ::posix_fallocate(fd.get(), static_cast<off_t>(at), static_cast<off_t>(len));
+        e != 0)
+      return from_errno(e);
+  }
   // The header goes in with one write (positions and flags stay the fresh
   // file's zeros); map() then reads it back through the checks every side
   // passes. The peer learns of the file only afterwards, through the socket.
@@ -116,8 +132,10 @@ errc local_stream::create(size_t pipe_bytes, uint64_t cookie, local_stream& out,
   h.magic = local_layout::magic;
   h.version = local_layout::version;
   h.header_bytes = sizeof(header);
-  h.pipe_bytes = pipe_bytes;
+  h.pipe_bytes = max_bytes;
+  h.pipe_min = pipe_bytes;
   h.cookie = cookie;
+  h.pipe[0].cap = h.pipe[1].cap = pipe_bytes;
   if (::pwrite(fd.get(), &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return errc::io;
   // Its size is fixed for good: neither end can shrink the file under the
   // other's mapping (a SIGBUS there) or grow it.
@@ -174,10 +192,18 @@ errc local_stream::map(int memfd, bool creator, uint64_t cookie, local_stream& o
   // Everything the stream uses from the header is checked here, once, and
   // copied: the peer may change the shared copy afterwards.
   const uint64_t pipe_bytes = h->pipe_bytes;
+  const uint64_t pipe_min = h->pipe_min;
+  const int out_pipe = creator ? 0 : 1;
+  // Our own ring starts at pipe_min: the creator made the file so, and
+  // reserved that much of both pipes (an attacher that found otherwise
+  // would write with a size its reader does not expect).
   const bool ok = shared(h->magic).load(std::memory_order_acquire) == local_layout::magic &&
                   h->version == local_layout::version && h->header_bytes == sizeof(header) &&
                   pipe_bytes >= local_layout::min_pipe && pipe_bytes <= local_layout::max_pipe &&
                   std::has_single_bit(pipe_bytes) && total_bytes(pipe_bytes) == size &&
+                  pipe_min >= local_layout::min_pipe && pipe_min <= pipe_bytes &&
+                  std::has_single_bit(pipe_min) &&
+                  shared(h->pipe[out_pipe].cap).load(std::memory_order_acquire) == pipe_min &&
                   h->cookie == cookie;
   if (!ok) {
     ::munmap(p, size);
@@ -186,9 +212,12 @@ errc local_stream::map(int memfd, bool creator, uint64_t cookie, local_stream& o
   local_stream s;
   s.base_ = static_cast<std::byte*>(p);
   s.map_bytes_ = size;
-  s.cap_ = pipe_bytes;
-  s.mask_ = pipe_bytes - 1;
-  s.out_ = creator ? 0 : 1;
+  s.cap_ = pipe_min;
+  s.mask_ = pipe_min - 1;
+  s.span_ = pipe_bytes;
+  s.in_min_ = pipe_min;
+  s.in_cap_ = pipe_min;
+  s.out_ = out_pipe;
   std::byte* data = s.base_ + local_layout::data_offset;
   s.out_data_ = data + s.out_ * pipe_bytes;
   s.in_data_ = data + (1 - s.out_) * pipe_bytes;
@@ -196,7 +225,8 @@ errc local_stream::map(int memfd, bool creator, uint64_t cookie, local_stream& o
   s.tail_ = shared(s.out_ctl().tail).load(std::memory_order_acquire);
   s.head_ = shared(s.in_ctl().head).load(std::memory_order_acquire);
   s.head_seen_ = shared(s.out_ctl().head).load(std::memory_order_acquire);
-  if (s.tail_ - s.head_seen_ > s.cap_ || shared(s.in_ctl().tail).load() - s.head_ > s.cap_)
+  s.tail_seen_ = s.head_;  // nothing seen yet: the first load checks the peer's ring
+  if (s.tail_ - s.head_seen_ > s.cap_)
     s.corrupt_ = true;  // refused at the first call, like any corrupt position
   out = std::move(s);
   return errc::ok;
@@ -210,11 +240,44 @@ pipe_ctl& local_stream::in_ctl() const noexcept {
   return reinterpret_cast<header*>(base_)->pipe[1 - out_];
 }
 
-bool local_stream::peer_tail(uint64_t& tail) noexcept {
+bool local_stream::peer_tail(uint64_t& tail, uint64_t& cap) noexcept {
   // seq_cst: after want_wakes' store (a plain load on x86).
   tail = shared(in_ctl().tail).load(std::memory_order_seq_cst);
-  if (tail - head_ > cap_) corrupt_ = true;  // also a tail behind our head
+  // After the tail: the ring size the bytes up to it were written with
+  // (local_stream.hpp). It only grows, within what is mapped, and not while
+  // bytes we saw at the last load are still unread.
+  cap = shared(in_ctl().cap).load(std::memory_order_acquire);
+  if (cap != in_cap_) {
+    if (cap < in_cap_ || cap > span_ || !std::has_single_bit(cap) || head_ != tail_seen_)
+      corrupt_ = true;
+    in_cap_ = cap;
+  }
+  tail_seen_ = tail;
+  if (tail - head_ > cap) corrupt_ = true;  // also a tail behind our head
   return !corrupt_;
+}
+
+void local_stream::grow(size_t more) noexcept {
+  // At least double (few steps to the top), at once to what the caller has
+  // queued (a window of large messages), never past the pipe's span.
+  const uint64_t fit = std::bit_ceil(std::min<uint64_t>(more, span_));
+  const uint64_t next = std::min(span_, std::max(cap_ * 2, fit));
+  // Our own pipe's new pages, reserved through our mapping: an error here
+  // (no memory, a kernel without MADV_POPULATE_WRITE) rather than a SIGBUS
+  // at a copy. Refused once, the ring keeps its size: no system call is
+  // retried on every write that finds the pipe empty.
+  if (::madvise(out_data_ + cap_, static_cast<size_t>(next - cap_), MADV_POPULATE_WRITE) != 0) {
+    grow_refused_ = true;
+    WEFT_INFO(&provider(), FI_LOG_EP_DATA, "tcp: the same-host stream's pipe stays at %zu "
+              "bytes (reserving %zu failed: %s)", static_cast<size_t>(cap_),
+              static_cast<size_t>(next), std::strerror(errno));
+    return;
+  }
+  // Stored before any tail that covers bytes written with it: the release
+  // store of that tail then carries it to the reader that loads the tail.
+  shared(out_ctl().cap).store(next, std::memory_order_release);
+  cap_ = next;
+  mask_ = next - 1;
 }
 
 ssize_t local_stream::writev(const iovec* iov, int count) noexcept {
@@ -238,6 +301,10 @@ ssize_t local_stream::writev(const iovec* iov, int count) noexcept {
       }
       head_seen_ = head;
     }
+    // The pipe is empty (the reader took all we wrote) and the rest does
+    // not fit: the one moment the ring may change size (local_stream.hpp).
+    if (head_seen_ == tail_ && want - done > cap_ && cap_ < span_ && !grow_refused_)
+      grow(want - done);
     size_t room = static_cast<size_t>(cap_ - (tail_ - head_seen_));
     size_t put = 0;
     for (; at < count && room; ++at, at_off = 0) {
@@ -277,8 +344,9 @@ ssize_t local_stream::writev(const iovec* iov, int count) noexcept {
 }
 
 ssize_t local_stream::read(void* buf, size_t len) noexcept {
-  uint64_t tail;
-  if (!peer_tail(tail)) return -EIO;
+  uint64_t tail, cap;
+  if (!peer_tail(tail, cap)) return -EIO;
+  const uint64_t mask = cap - 1;
   const size_t avail = static_cast<size_t>(tail - head_);
   if (avail == 0) return -EAGAIN;
   const size_t n = std::min(avail, len);
@@ -287,7 +355,7 @@ ssize_t local_stream::read(void* buf, size_t len) noexcept {
   for (size_t k = 0; k < n;) {
     // Room is given back piece by piece (see writev).
     size_t step = std::min(n - k, publish_step);
-    ring_get(in_data_, mask_, head_, dst + k, step);
+    ring_get(in_data_, mask, head_, dst + k, step);
     head_ += step;
     k += step;
     if (k < n) shared(in_ctl().head).store(head_, std::memory_order_release);
@@ -302,8 +370,8 @@ ssize_t local_stream::read(void* buf, size_t len) noexcept {
 }
 
 size_t local_stream::readable() noexcept {
-  uint64_t tail;
-  return peer_tail(tail) ? static_cast<size_t>(tail - head_) : 0;
+  uint64_t tail, cap;
+  return peer_tail(tail, cap) ? static_cast<size_t>(tail - head_) : 0;
 }
 
 void local_stream::want_wakes(bool on) noexcept {

@@ -28,10 +28,14 @@ struct config {
   // memory (local_stream.hpp, docs/decisions.md).
   bool local_stream = true;
 };
-// Each direction's pipe of a same-host stream: the stream (two pipes and a
-// page of header, shared by both ends) and the connection's staging buffer
-// keep an idle connection under 64 KiB.
+// Each direction's pipe of a same-host stream starts at local_pipe_bytes:
+// the stream (two pipes and a page of header, shared by both ends) and the
+// connection's staging buffer keep an idle connection under 64 KiB. A pipe
+// grows (local_stream.hpp) up to local_pipe_max_bytes when a writer has
+// more queued than fits: a window of 16 messages of 64 KiB then crosses in
+// one turn instead of a sleep and a wake every 16 KiB (docs/decisions.md).
 inline constexpr size_t local_pipe_bytes = 16 * 1024;
+inline constexpr size_t local_pipe_max_bytes = 1024 * 1024;
 const config& cfg() noexcept;
 fi_provider& provider() noexcept;
 

@@ -147,9 +147,10 @@ bool endpoint::progress_local(conn& c, bool drain) noexcept {
   if (c.peer_eof && c.readable() && !c.stalled && c.stream.readable() == 0)
     on_eof<Lock>(c, c.eof_err);
   // Mid-transfer and the peer has not moved for a while: it may be waiting
-  // for this core. A pipe is 16 KiB, so a large message is dozens of such
-  // turns; spinning through a time slice for each made a 1 MiB ping-pong
-  // ~100x slower with two busy processes beside the pair (docs/decisions.md).
+  // for this core. A pipe starts at 16 KiB, so until it grows a large
+  // message is dozens of such turns; spinning through a time slice for each
+  // made a 1 MiB ping-pong ~100x slower with two busy processes beside the
+  // pair (docs/decisions.md).
   if (c.stream_waits >= stream_yield_after) {
     c.stream_waits = 0;
     util::give_up_core();
