@@ -249,7 +249,7 @@ TEST_P(objects, eq_write_and_read) {
 }
 
 TEST_P(objects, memory_registration) {
-  char buf[256];
+  char buf[256] = {};
   fid_mr* mr = nullptr;
   ASSERT_EQ(fi_mr_reg(domain, buf, sizeof buf, FI_SEND | FI_RECV, 0, 0, 0, &mr, nullptr), 0);
   EXPECT_NE(fi_mr_key(mr), FI_KEY_NOTAVAIL);

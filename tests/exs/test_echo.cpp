@@ -28,7 +28,7 @@ struct echo_conn {
 };
 
 // Echoes everything back until every client has closed.
-void echo_server(int l, int type, std::atomic<bool>* ready) {
+void echo_server(int l, std::atomic<bool>* ready) {
   exs_qhandle_t q = exs_qcreate(1024);
   std::map<int, std::unique_ptr<echo_conn>> conns;
   int closed = 0, accepted = 0;
@@ -50,7 +50,9 @@ void echo_server(int l, int type, std::atomic<bool>* ready) {
         c->mh = exs_mregister(c->buf.get(), max_size, EXS_ACCESS_READ | EXS_ACCESS_WRITE);
         conns[nfd] = std::move(c);
         post_recv(nfd);
-        if (++accepted < clients) ASSERT_EQ(exs_accept(l, 0, q, nullptr), 0);
+        if (++accepted < clients) {
+          ASSERT_EQ(exs_accept(l, 0, q, nullptr), 0);
+        }
         break;
       }
       case EXS_EVT_RECV:
@@ -88,7 +90,7 @@ struct client {
 void run_echo(int type) {
   int l = listener(type, clients);
   std::atomic<bool> ready{false};
-  std::thread server(echo_server, l, type, &ready);
+  std::thread server(echo_server, l, &ready);
   while (!ready.load()) std::this_thread::yield();
   exs_qhandle_t q = exs_qcreate(1024);
   std::map<int, client> cs;
@@ -113,9 +115,10 @@ void run_echo(int type) {
     c.got = 0;
     c.sent = false;
     c.recvd = type == SOCK_STREAM && n == 0;  // an empty stream send carries nothing
-    if (n || type == SOCK_SEQPACKET)
+    if (n || type == SOCK_SEQPACKET) {
       ASSERT_EQ(exs_recv(c.fd, c.in.get(), type == SOCK_SEQPACKET ? max_size : n, 0, c.mi, q,
                          nullptr), 0);
+    }
     ASSERT_EQ(exs_send(c.fd, c.out.get(), n, 0, c.mo, q, nullptr), 0);
   };
   int done = 0;
@@ -132,10 +135,13 @@ void run_echo(int type) {
       ASSERT_EQ(ev.exs_evt_type, EXS_EVT_RECV);
       ASSERT_EQ(ev.exs_evt_flags, 0);
       c.got += size_t(ev.exs_evt_bytes);
-      if (type == SOCK_SEQPACKET) ASSERT_EQ(c.got, n) << "client " << c.fd << " message " << c.next << " sent " << c.sent;
+      if (type == SOCK_SEQPACKET) {
+        ASSERT_EQ(c.got, n) << "client " << c.fd << " message " << c.next << " sent " << c.sent;
+      }
       c.recvd = c.got == n;
-      if (c.got < n)
+      if (c.got < n) {
         ASSERT_EQ(exs_recv(c.fd, c.in.get() + c.got, n - c.got, 0, c.mi, q, nullptr), 0);
+      }
     }
     if (c.sent && c.recvd) {
       ASSERT_EQ(0, memcmp(c.in.get(), c.out.get(), n)) << n << " bytes";

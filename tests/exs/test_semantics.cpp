@@ -183,8 +183,9 @@ TEST(exs_stream, a_receiver_without_buffers_holds_the_sender_with_bounded_memory
     } else {
       got += size_t(ev.exs_evt_bytes);
       ASSERT_GT(ev.exs_evt_bytes, 0);
-      if (got < total)
+      if (got < total) {
         ASSERT_EQ(exs_recv(f.p.server, in.data() + got, total - got, 0, mi, f.q, nullptr), 0);
+      }
     }
   }
   EXPECT_EQ(in, out);
@@ -204,13 +205,15 @@ TEST(exs_gaps, every_send_completes_exactly_once) {
     std::vector<int> ctx(count);
     size_t total = 0, got = 0;
     for (int i = 0; i < count; ++i) {
-      if (type == SOCK_SEQPACKET)
+      if (type == SOCK_SEQPACKET) {
         ASSERT_EQ(exs_recv(f.p.server, in.data() + 64 * i, 64, 0, mi, f.q, nullptr), 0);
+      }
       ASSERT_EQ(exs_send(f.p.client, out.data(), 1 + i % 64, 0, mo, f.q, &ctx[i]), 0);
       total += 1 + i % 64;
     }
-    if (type == SOCK_STREAM)
+    if (type == SOCK_STREAM) {
       ASSERT_EQ(exs_recv(f.p.server, in.data(), in.size(), 0, mi, f.q, nullptr), 0);
+    }
     std::multiset<void*> seen;
     exs_event_t ev;
     while (int(seen.size()) < count || got < total) {
@@ -219,8 +222,9 @@ TEST(exs_gaps, every_send_completes_exactly_once) {
       ASSERT_EQ(ev.exs_evt_errno, 0);
       if (ev.exs_evt_type == EXS_EVT_RECV) {
         got += size_t(ev.exs_evt_bytes);
-        if (type == SOCK_STREAM && got < total)
+        if (type == SOCK_STREAM && got < total) {
           ASSERT_EQ(exs_recv(f.p.server, in.data(), in.size(), 0, mi, f.q, nullptr), 0);
+        }
         continue;
       }
       ASSERT_EQ(ev.exs_evt_type, EXS_EVT_SEND);
