@@ -90,7 +90,17 @@ class many_threads : public provider_test {
       }
       fi_cq_msg_entry e[8];
       ssize_t n = fi_cq_read(s.cq, e, 8);
-      if (n == -FI_EAVAIL) return "a completion error";
+      if (n == -FI_EAVAIL) {
+        fi_cq_err_entry err{};
+        fi_cq_readerr(s.cq, &err, 0);
+        return std::string("a completion error: ") + fi_strerror(err.err) + " (" +
+               (err.op_context && (static_cast<fi_context*>(err.op_context) < rc ||
+                                   static_cast<fi_context*>(err.op_context) >= rc + window)
+                    ? "send"
+                    : "receive") +
+               ", " + std::to_string(got) + "/" + std::to_string(recvs) + " received, " +
+               std::to_string(done) + "/" + std::to_string(sends) + " sent)";
+      }
       if (n < 0 && n != -FI_EAGAIN) return std::string("fi_cq_read: ") + fi_strerror(int(-n));
       for (ssize_t k = 0; k < n; ++k) {
         auto* c = static_cast<fi_context*>(e[k].op_context);
