@@ -3,6 +3,7 @@
 #include "util/peer_srx.hpp"
 
 #include "core/log.hpp"
+#include "util/srx_ctx.hpp"
 
 #include <memory>
 
@@ -52,6 +53,21 @@ int peer_srx::close() { return close_if_unused(prov_, FI_LOG_EP_CTRL, "shared re
 
 bool peer_srx::is(const struct fid* f) noexcept {
   return is_class(f, FI_CLASS_SRX_CTX) && f->ops == &fid_thunks<peer_srx, fid_ep>::table;
+}
+
+int open_srx_context(domain& dom, const fi_provider* prov, const fi_rx_attr* attr,
+                     size_t default_size, const fi_ops_srx_peer* peer_ops, fid_ep** out,
+                     void* context) noexcept {
+  if (!(attr && (attr->op_flags & FI_PEER)))
+    return srx_ctx::open(dom, prov, attr, default_size, peer_ops, out, context);
+  if (!(dom.caps() & FI_PEER)) {
+    WEFT_WARN(prov, FI_LOG_DOMAIN,
+              "fi_srx_context with FI_PEER: the domain was not opened with FI_PEER "
+              "(%s offers it for FI_EP_RDM)",
+              prov->name);
+    return to_fi(errc::nosys);
+  }
+  return peer_srx::open(dom, prov, peer_ops, out, context);
 }
 
 }  // namespace weft::util

@@ -37,4 +37,15 @@ class peer_srx : public endpoint_object<peer_srx> {
   fid_peer_srx* owner_;
 };
 
+// A provider's fi_srx_context: with FI_PEER in attr->op_flags, a context
+// another provider owns (peer_srx), only on a domain opened with FI_PEER in
+// its caps (else -FI_ENOSYS, logged: the provider offers FI_PEER only for
+// endpoint types that can match through an owner); without, the
+// application's own (srx_ctx, `default_size` deep when attr->size is 0).
+// `peer_ops` is of the lock policy of dom.lock_threading() for both: the
+// owner may start a match while the domain's progress thread runs.
+int open_srx_context(domain& dom, const fi_provider* prov, const fi_rx_attr* attr,
+                     size_t default_size, const fi_ops_srx_peer* peer_ops, fid_ep** out,
+                     void* context) noexcept;
+
 }  // namespace weft::util

@@ -113,18 +113,14 @@ int open_endpoint(util::domain& dom, fi_info* info, fid_ep** out, void* context)
 
 // fi_srx_context: with FI_PEER, a context another provider owns (fi_peer(3));
 // else the application's own, util's engine shared by the endpoints bound
-// to it, which finish its matches through their peer callbacks.
+// to it, which finish its matches through their peer callbacks. Both under
+// the endpoints' lock policy: an owner may start a match while the
+// domain's progress thread serves the endpoint (automatic progress).
 int open_srx(util::domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) {
-  if (attr && (attr->op_flags & FI_PEER))
-    return util::peer_srx::open(dom, &provider(),
-                                util::shared_objects_need_lock(dom.threading())
-                                    ? endpoint::peer_table<util::mutex_lock>()
-                                    : endpoint::peer_table<util::null_lock>(),
-                                out, context);
   const fi_ops_srx_peer* ops = util::shared_objects_need_lock(dom.lock_threading())
                                    ? endpoint::peer_table<util::mutex_lock>()
                                    : endpoint::peer_table<util::null_lock>();
-  return util::srx_ctx::open(dom, &provider(), attr, rx_depth, ops, out, context);
+  return util::open_srx_context(dom, &provider(), attr, rx_depth, ops, out, context);
 }
 
 const util::av_codec* codec_for(const util::domain&) { return &addr_codec; }

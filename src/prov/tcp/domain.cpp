@@ -36,25 +36,14 @@ int query_atomic(util::domain&, int datatype, int op, fi_atomic_attr* attr,
   return util::query_atomic_logged(&provider(), datatype, op, attr, flags, atomic_max_bytes);
 }
 
-// fi_srx_context: with FI_PEER, a context another provider owns (fi_peer(3),
-// util::peer_srx); without, the application's own (util::srx_ctx). Bound
-// endpoints match through its face and finish its matches through their
-// peer callbacks.
+// fi_srx_context: with FI_PEER, a context another provider owns (fi_peer(3));
+// without, the application's own (util::open_srx_context). Bound endpoints
+// match through its face and finish its matches through their peer
+// callbacks. Only RDM endpoints match through an owner (attr.cpp).
 int open_srx(util::domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) {
-  const fi_ops_srx_peer* ops =
-      endpoint::peer_table(util::shared_objects_need_lock(dom.lock_threading()));
-  if (attr && (attr->op_flags & FI_PEER)) {
-    // Only RDM endpoints match through an owner (attr.cpp): a domain opened
-    // for MSG endpoints was not offered FI_PEER.
-    if (!(dom.caps() & FI_PEER)) {
-      WEFT_WARN(&provider(), FI_LOG_DOMAIN,
-                "fi_srx_context with FI_PEER: the domain was not opened with FI_PEER "
-                "(tcp offers it for FI_EP_RDM)");
-      return to_fi(errc::nosys);
-    }
-    return util::peer_srx::open(dom, &provider(), ops, out, context);
-  }
-  return util::srx_ctx::open(dom, &provider(), attr, default_queue_size, ops, out, context);
+  return util::open_srx_context(
+      dom, &provider(), attr, default_queue_size,
+      endpoint::peer_table(util::shared_objects_need_lock(dom.lock_threading())), out, context);
 }
 
 }  // namespace

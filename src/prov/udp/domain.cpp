@@ -47,19 +47,10 @@ int query_atomic(util::domain& dom, int datatype, int op, fi_atomic_attr* attr,
 // FI_PEER, a context another provider owns (fi_peer(3), util::peer_srx);
 // without, the application's own (util::srx_ctx).
 int open_srx(util::domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) {
-  const fi_ops_srx_peer* ops =
-      rdm_endpoint::peer_table(util::shared_objects_need_lock(dom.lock_threading()));
-  if (attr && (attr->op_flags & FI_PEER)) {
-    if (!(dom.caps() & FI_PEER)) {
-      WEFT_WARN(&provider(), FI_LOG_DOMAIN,
-                "fi_srx_context with FI_PEER: the domain was not opened with FI_PEER "
-                "(udp offers it for FI_EP_RDM)");
-      return to_fi(errc::nosys);
-    }
-    return util::peer_srx::open(dom, &provider(), ops, out, context);
-  }
-  return util::srx_ctx::open(dom, &provider(), attr, rdm_template().rx_attr->size, ops, out,
-                             context);
+  return util::open_srx_context(
+      dom, &provider(), attr, rdm_template().rx_attr->size,
+      rdm_endpoint::peer_table(util::shared_objects_need_lock(dom.lock_threading())), out,
+      context);
 }
 
 }  // namespace
