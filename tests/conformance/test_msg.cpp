@@ -5,8 +5,10 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace conformance {
@@ -383,6 +385,109 @@ TEST_P(msg, full_cq_loses_nothing_when_receives_take_queued_messages) {
     snprintf(want, sizeof want, "q%d", i);
     EXPECT_STREQ(bufs[i], want);
   }
+}
+
+// Two receivers share one small receive CQ, each driven by a thread of its
+// own (FI_THREAD_SAFE; each also has a transmit CQ of its own, which its
+// thread reads). A receiver that found room in the shared CQ before taking
+// a message may find that room taken by the other by the time it writes the
+// completion: it must keep the completion until there is room, never drop
+// it (shm's per-message path dropped it). Every message completes one
+// receive.
+TEST_P(msg, a_receive_cq_shared_by_two_busy_endpoints_loses_nothing) {
+  if (GetParam().threading != FI_THREAD_SAFE) GTEST_SKIP() << "threads on one CQ: FI_THREAD_SAFE";
+  if (info->ep_attr->type != FI_EP_RDM) GTEST_SKIP() << "reliable endpoints only";
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  constexpr int per_receiver = 4000;
+#else
+  constexpr int per_receiver = 20000;
+#endif
+  constexpr int window = 8;
+  fid_cq* shared = open_cq(FI_CQ_FORMAT_DATA, FI_WAIT_NONE, 2);
+  fid_cq* own[2] = {open_cq(), open_cq()};
+  fid_cq* scq = open_cq();
+  open_av();
+  fi_addr_t s_addr, r_addr[2];
+  fid_ep* sender = open_ep(scq, &s_addr);
+  fid_ep* r[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(fi_endpoint(domain, info, &r[i], nullptr), 0);
+    eps.push_back(r[i]);
+    ASSERT_EQ(fi_ep_bind(r[i], &shared->fid, FI_RECV), 0);
+    ASSERT_EQ(fi_ep_bind(r[i], &own[i]->fid, FI_TRANSMIT), 0);
+    ASSERT_EQ(fi_ep_bind(r[i], &av->fid, 0), 0);
+    ASSERT_EQ(fi_enable(r[i]), 0);
+    char name[128];
+    size_t len = sizeof name;
+    ASSERT_EQ(fi_getname(&r[i]->fid, name, &len), 0);
+    ASSERT_EQ(fi_av_insert(av, name, 1, &r_addr[i], 0, nullptr), 1);
+  }
+  char bufs[2][window][8];
+  fi_context ctx[2][window];
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < window; ++k)
+      ASSERT_EQ(fi_recv(r[i], bufs[i][k], 8, nullptr, FI_ADDR_UNSPEC, &ctx[i][k]), 0);
+
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> drivers;
+  for (int i = 0; i < 2; ++i)
+    drivers.emplace_back([&, i] {
+      while (!stop.load(std::memory_order_relaxed)) fi_cq_read(own[i], nullptr, 0);
+    });
+  std::atomic<int> sent{0};
+  std::thread send_thread([&] {
+    for (int k = 0; k < 2 * per_receiver && !stop.load(std::memory_order_relaxed);) {
+      uint64_t v = uint64_t(k);
+      ssize_t rc = fi_inject(sender, &v, sizeof v, r_addr[k % 2]);
+      if (rc == -FI_EAGAIN) {
+        fi_cq_read(scq, nullptr, 0);
+        continue;
+      }
+      if (rc != 0) break;
+      sent.store(++k, std::memory_order_relaxed);
+    }
+    // Manual progress: what the provider took may still need the sender's
+    // calls to leave (a socket's backlog, a retransmission).
+    while (!stop.load(std::memory_order_relaxed)) fi_cq_read(scq, nullptr, 0);
+  });
+  int got[2] = {0, 0};
+  bool posted[2][window];
+  std::fill(&posted[0][0], &posted[0][0] + 2 * window, true);
+  auto last = std::chrono::steady_clock::now();
+  while (got[0] + got[1] < 2 * per_receiver &&
+         std::chrono::steady_clock::now() - last < std::chrono::seconds(5)) {
+    fi_cq_data_entry e;
+    ssize_t n = fi_cq_read(shared, &e, 1);
+    if (n == -FI_EAGAIN) continue;
+    if (n != 1) {
+      ADD_FAILURE() << "fi_cq_read: " << n;
+      break;
+    }
+    last = std::chrono::steady_clock::now();
+    const int i = e.op_context >= &ctx[1][0] ? 1 : 0;
+    const auto k = static_cast<fi_context*>(e.op_context) - &ctx[i][0];
+    if (!posted[i][k]) {
+      ADD_FAILURE() << "a second completion for one receive";
+      break;
+    }
+    ++got[i];
+    EXPECT_EQ(e.len, 8u);
+    posted[i][k] = false;
+    ssize_t rc;
+    while ((rc = fi_recv(r[i], e.buf, 8, nullptr, FI_ADDR_UNSPEC, e.op_context)) == -FI_EAGAIN) {
+    }
+    posted[i][k] = rc == 0;
+    if (rc != 0) {
+      ADD_FAILURE() << "fi_recv: " << rc;
+      break;
+    }
+  }
+  stop = true;
+  send_thread.join();
+  for (auto& t : drivers) t.join();
+  EXPECT_EQ(sent.load(), 2 * per_receiver);
+  EXPECT_EQ(got[0], per_receiver) << "receive completions lost (first receiver)";
+  EXPECT_EQ(got[1], per_receiver) << "receive completions lost (second receiver)";
 }
 
 // Posting more receives than the receive queue holds is -FI_EAGAIN.

@@ -446,24 +446,29 @@ void endpoint::deliver_inline(inbound& in, const msg_view& v, util::srx_entry& p
     n = copy_out(v, e->iov, e->count);
   }
   in.cons.release(v);
-  if (n < v.size) [[unlikely]] {
-    // Truncated: the general completion writes the error entry.
-    e->addr = src;
-    e->msg_size = v.size;
-    e->tag = tagged ? v.fields.tag : 0;
-    set_data(e, v.fields);
-    complete_rx<Lock>(e, n, 0);
-  } else {
+  if (n == v.size) [[likely]] {
     util::cq* cq = bound_.rx_cq.get();
-    if (cq && (!bound_.rx_selective || (e->flags & FI_COMPLETION))) {
-      const bool data = v.fields.flags & proto::flag_data;
-      cq->write<Lock>({e->context, (e->flags & rx_report) | (data ? FI_REMOTE_CQ_DATA : 0), n,
-                       e->count ? e->iov[0].iov_base : nullptr, data ? v.fields.data : 0,
-                       tagged ? v.fields.tag : 0, src, 0});
+    const bool data = v.fields.flags & proto::flag_data;
+    // The drain checked the CQ for room before it took the message, but an
+    // endpoint sharing the CQ (FI_THREAD_SAFE) may have filled it since: a
+    // refused write goes the general way below, which keeps it in order.
+    if (!cq || (bound_.rx_selective && !(e->flags & FI_COMPLETION)) ||
+        cq->write<Lock>({e->context, (e->flags & rx_report) | (data ? FI_REMOTE_CQ_DATA : 0), n,
+                         e->count ? e->iov[0].iov_base : nullptr, data ? v.fields.data : 0,
+                         tagged ? v.fields.tag : 0, src, 0})) [[likely]] {
+      if (util::cntr* c = util::counted(bound_.recv_cntr.get(), e->flags)) c->inc();
+      srx_->recycle<Lock>(&p);
+      return;
     }
-    if (util::cntr* c = util::counted(bound_.recv_cntr.get(), e->flags)) c->inc();
   }
-  srx_->recycle<Lock>(&p);
+  // Truncated (an error entry), or refused by a full CQ: the general
+  // completion, which defers it while the CQ has no room and frees the
+  // entry once it is written.
+  e->addr = src;
+  e->msg_size = v.size;
+  e->tag = tagged ? v.fields.tag : 0;
+  set_data(e, v.fields);
+  finish_rx<Lock>(e, n, 0);
 }
 
 template <class Lock>
