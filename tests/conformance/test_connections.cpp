@@ -15,12 +15,16 @@
 namespace conformance {
 namespace {
 
-// Connection deadlines of this binary: short, so a silent peer fails fast.
-// Set before the first fi_getinfo loads the providers.
-[[maybe_unused]] const bool short_deadline = [] {
-  setenv("FI_TCP_CONN_TIMEOUT", "2000", 0);
-  return true;
-}();
+// A silent peer fails at the connection deadline (FI_TCP_CONN_TIMEOUT, 10 s
+// by default): the test that waits for it runs under ctest's
+// conformance.tcp_conn_deadline, which sets 2 s. The rest of the suite
+// keeps the default. (This binary used to set 2 s for every test, and a
+// storm of 256 connections under a sanitizer, on a machine busy with other
+// tests, then failed handshakes that were only slow.)
+bool deadline_is_short() {
+  const char* e = std::getenv("FI_TCP_CONN_TIMEOUT");
+  return e && std::atoi(e) > 0 && std::atoi(e) <= 3000;
+}
 
 class connections : public provider_test {
   uint64_t extra_caps() const override { return FI_TAGGED; }
@@ -80,6 +84,9 @@ TEST_P(connections, unreachable_peer_is_an_error_completion) {
 }
 
 TEST_P(connections, silent_peer_times_out) {
+  if (!deadline_is_short())
+    GTEST_SKIP() << "waits for FI_TCP_CONN_TIMEOUT; ctest's conformance.tcp_conn_deadline "
+                    "runs this with 2 s";
   fid_cq* cq = open_cq(FI_CQ_FORMAT_TAGGED, FI_WAIT_FD);
   open_av();
   fi_addr_t a;
