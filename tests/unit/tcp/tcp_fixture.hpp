@@ -33,12 +33,21 @@ namespace tcp_test {
 
 using namespace weft::tcp;
 
-// Connection deadlines of this binary: short, so silent peers fail fast.
-// Set before the provider first reads its parameters.
-inline const bool short_conn_timeout = [] {
-  setenv("FI_TCP_CONN_TIMEOUT", "1500", 0);
-  return true;
-}();
+// The tests that wait for a connection deadline (FI_TCP_CONN_TIMEOUT, 10 s
+// by default) run under ctest's unit.tcp_conn_deadline, which sets 1.5 s;
+// elsewhere they skip. The rest keep the default: this binary used to set
+// 1.5 s for every test, which a busy machine can take for a silent peer.
+inline bool conn_deadline_is_short() {
+  const char* e = std::getenv("FI_TCP_CONN_TIMEOUT");
+  return e && std::atoi(e) > 0 && std::atoi(e) <= 5000;
+}
+#define SKIP_UNLESS_SHORT_CONN_DEADLINE()                                           \
+  do {                                                                              \
+    if (!::tcp_test::conn_deadline_is_short())                                      \
+      GTEST_SKIP() << "waits for FI_TCP_CONN_TIMEOUT; ctest's unit.tcp_conn_deadline " \
+                      "runs this with 1.5 s";                                       \
+  } while (0)
+
 
 // An fi_info of the tcp provider for `type` on IPv4 loopback.
 inline fi_info* loopback_info(fi_ep_type type, size_t tx_size = 0, uint64_t extra_caps = 0) {
