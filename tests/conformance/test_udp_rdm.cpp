@@ -48,7 +48,7 @@ struct stack {
   std::vector<fid_ep*> eps;
 
   explicit stack(uint64_t caps = FI_MSG | FI_TAGGED | FI_SOURCE,
-                 fi_progress progress = FI_PROGRESS_MANUAL) {
+                 fi_progress progress = FI_PROGRESS_MANUAL, fi_wait_obj wait = FI_WAIT_NONE) {
     fi_info* hints = fi_allocinfo();
     hints->caps = caps;
     hints->ep_attr->type = FI_EP_RDM;
@@ -66,6 +66,7 @@ struct stack {
     fi_cq_attr ca{};
     ca.format = FI_CQ_FORMAT_TAGGED;
     ca.size = 1024;
+    ca.wait_obj = wait;
     EXPECT_EQ(fi_cq_open(dom, &ca, &cq, nullptr), 0);
     fi_av_attr aa{};
     aa.type = FI_AV_TABLE;
@@ -79,7 +80,7 @@ struct stack {
     fi_freeinfo(info);
   }
   // An enabled endpoint bound to 127.0.0.1:port (0: any port).
-  fid_ep* endpoint(uint16_t port = 0) {
+  fid_ep* endpoint(uint16_t port = 0, fid_cntr* cntr = nullptr, uint64_t cntr_flags = 0) {
     fi_info* i = fi_dupinfo(info);
     sockaddr_in at = loopback(port);
     free(i->src_addr);
@@ -93,6 +94,9 @@ struct stack {
     eps.push_back(ep);
     EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
     EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
+    if (cntr) {
+      EXPECT_EQ(fi_ep_bind(ep, &cntr->fid, cntr_flags), 0);
+    }
     EXPECT_EQ(fi_enable(ep), 0);
     return ep;
   }
@@ -151,6 +155,8 @@ struct lossy_proxy {
   double loss, dup, reorder;
   std::atomic<bool> stop{false};
   std::atomic<size_t> dropped{0}, duplicated{0}, reordered{0};
+  // Set to n > 0: the n-th datagram forwarded from then on is dropped.
+  std::atomic<int> drop_nth{0};
   std::thread t;
 
   lossy_proxy(sockaddr_in a_, sockaddr_in b_, double l, double d, double r)
@@ -209,6 +215,13 @@ struct lossy_proxy {
         // socket to a (which knows that socket as b), and vice versa.
         int via = k == 0 ? toward_b : toward_a;
         sockaddr_in to = k == 0 ? b : a;
+        if (int c = drop_nth.load(); c > 0) {
+          drop_nth.store(c - 1);
+          if (c == 1) {
+            ++dropped;
+            continue;
+          }
+        }
         if (chance(loss)) {
           ++dropped;
           continue;
@@ -290,6 +303,78 @@ TEST(udp_rdm, messages_cross_a_network_that_loses_duplicates_and_reorders) {
   EXPECT_GT(px.reordered.load(), 0u);
   EXPECT_GT(px.duplicated.load(), 0u);
   fi_cancel(&b->fid, &xctx);
+}
+
+// Under manual progress a thread asleep in fi_cq_sread is the only caller:
+// a message the network lost, or its acknowledgement, must still be sent
+// again while it sleeps (the endpoint's timer wakes it while anything is in
+// flight), or both ends wait for ever.
+TEST(udp_rdm, a_reader_asleep_in_sread_still_resends_what_the_network_lost) {
+  stack s(FI_MSG | FI_TAGGED | FI_SOURCE, FI_PROGRESS_MANUAL, FI_WAIT_UNSPEC);
+  ASSERT_TRUE(s.dom);
+  fid_ep* a = s.endpoint();
+  fid_ep* b = s.endpoint();
+  ASSERT_TRUE(a && b);
+  lossy_proxy px(s.name(a), s.name(b), 0, 0, 0);
+  fi_addr_t b_for_a = s.insert(lossy_proxy::name_of(px.toward_a));
+  for (int lost = 1; lost <= 2; ++lost) {  // 1: the message; 2: its acknowledgement
+    char out[8] = "sleeper", in[8] = {};
+    fi_context sctx, rctx;
+    ASSERT_EQ(fi_recv(b, in, sizeof in, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    const size_t dropped = px.dropped.load();
+    px.drop_nth = lost;
+    ASSERT_EQ(fi_send(a, out, sizeof out, nullptr, b_for_a, &sctx), 0);
+    bool sent = false, received = false;
+    const auto until = clock_type::now() + std::chrono::seconds(3);
+    while (!(sent && received) && clock_type::now() < until) {
+      fi_cq_tagged_entry e{};
+      ssize_t n = fi_cq_sread(s.cq, &e, 1, nullptr, 3000);
+      if (n == -FI_EAGAIN) continue;
+      ASSERT_EQ(n, 1) << fi_strerror(int(-n));
+      if (e.op_context == &sctx) sent = true;
+      if (e.op_context == &rctx) received = true;
+    }
+    EXPECT_TRUE(received) << (lost == 1 ? "the lost message" : "the message") << " never arrived";
+    EXPECT_TRUE(sent) << "the send never completed (" << (lost == 1 ? "message" : "acknowledgement")
+                      << " lost)";
+    EXPECT_EQ(0, std::memcmp(in, out, sizeof out));
+    EXPECT_EQ(px.dropped.load(), dropped + 1);
+  }
+}
+
+// The same for a thread asleep in fi_cntr_wait: the sender's and the
+// receiver's events counted on one counter, the message and then its
+// acknowledgement lost.
+TEST(udp_rdm, a_counter_waiter_still_resends_what_the_network_lost) {
+  stack s;
+  ASSERT_TRUE(s.dom);
+  fi_cntr_attr ca{};
+  ca.events = FI_CNTR_EVENTS_COMP;
+  ca.wait_obj = FI_WAIT_UNSPEC;
+  fid_cntr* cntr = nullptr;
+  ASSERT_EQ(fi_cntr_open(s.dom, &ca, &cntr, nullptr), 0);
+  fid_ep* a = s.endpoint(0, cntr, FI_SEND);
+  fid_ep* b = s.endpoint(0, cntr, FI_RECV);
+  ASSERT_TRUE(a && b);
+  {
+    lossy_proxy px(s.name(a), s.name(b), 0, 0, 0);
+    fi_addr_t b_for_a = s.insert(lossy_proxy::name_of(px.toward_a));
+    for (int lost = 1; lost <= 2; ++lost) {  // 1: the message; 2: its acknowledgement
+      char out[8] = "counted", in[8] = {};
+      ASSERT_EQ(fi_recv(b, in, sizeof in, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+      px.drop_nth = lost;
+      ASSERT_EQ(fi_send(a, out, sizeof out, nullptr, b_for_a, nullptr), 0);
+      const uint64_t want = 2 * uint64_t(lost);
+      EXPECT_EQ(fi_cntr_wait(cntr, want, 3000), 0)
+          << (lost == 1 ? "message" : "acknowledgement") << " lost: the counter reads "
+          << fi_cntr_read(cntr) << ", not " << want;
+      EXPECT_EQ(0, std::memcmp(in, out, sizeof out));
+    }
+    EXPECT_EQ(px.dropped.load(), 2u);
+  }
+  for (auto it = s.eps.rbegin(); it != s.eps.rend(); ++it) fi_close(&(*it)->fid);
+  s.eps.clear();
+  EXPECT_EQ(fi_close(&cntr->fid), 0);
 }
 
 // Datagrams no correct peer sends: each is dropped and changes nothing; the

@@ -346,11 +346,16 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   util::ref<util::domain> domain_;
   util::ep_bindings bound_;
   util::unique_fd sock_;
-  // Automatic progress: an epoll set of the socket and a timer that ticks
-  // while anything is in flight (retransmissions, silent peers).
+  // The descriptor our CQs, counters and the progress thread sleep on: an
+  // epoll set of the socket and a timer that ticks while anything is in
+  // flight (retransmissions, silent peers) and someone may sleep.
   util::unique_fd waitset_, timer_;
   bool timer_armed_ = false;
+  uint64_t timer_start_ns_ = 0, timer_next_ns_ = 0;  // manual progress: when it is due
+  errc open_waitset() noexcept;
   errc start_auto() noexcept;
+  void tick_for_sleepers(uint64_t now) noexcept;
+  bool sleeper_bound() const noexcept;
   sockaddr_storage local_{};
   socklen_t local_len_ = 0;
   uint64_t caps_;

@@ -919,6 +919,52 @@ void rdm_endpoint::progress() noexcept {
     }
     ++i;
   }
+  if (!auto_ && timer_.valid()) tick_for_sleepers(now);
+}
+
+// Under manual progress only the application's calls run the timers above,
+// and one asleep in fi_cq_sread, fi_cntr_wait, fi_wait or on a descriptor
+// it was given would sleep through a retransmission timeout: a message or
+// an acknowledgement the network lost would never be sent again, and both
+// ends would wait for ever. So while anything is in flight and someone may
+// sleep on a bound CQ or counter, the timer in the wait set they watch ticks
+// every millisecond (retransmission timeouts are 2 ms at least), and each
+// tick wakes the sleeper into a pass that runs the timers. An application
+// that polls never arms it: no system call on its path. One that sleeps
+// between messages arms it once: it is stopped at an expiry that finds
+// nothing in flight, not each time the last message is acknowledged. The
+// expiry is read only once due, computed from a time taken before the timer
+// was set, so a readable timer is always read and never keeps a sleeper
+// spinning.
+void rdm_endpoint::tick_for_sleepers(uint64_t now) noexcept {
+  constexpr uint64_t period = 1'000'000;
+  bool expired = false;
+  if (timer_armed_ && now >= timer_next_ns_) {
+    uint64_t expirations;
+    expired = ::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations;
+    if (expired)
+      timer_next_ns_ = timer_start_ns_ + ((now - timer_start_ns_) / period + 1) * period;
+  }
+  if (timer_armed_ && !expired) return;
+  const bool want = !busy_.empty() && sleeper_bound();
+  if (want == timer_armed_) return;
+  const uint64_t start = util::now_ns();
+  itimerspec its{};
+  if (want) its.it_value.tv_nsec = its.it_interval.tv_nsec = long(period);
+  if (::timerfd_settime(timer_.get(), 0, &its, nullptr) != 0) return;
+  timer_armed_ = want;
+  timer_start_ns_ = start;
+  timer_next_ns_ = start + period;
+}
+
+bool rdm_endpoint::sleeper_bound() const noexcept {
+  for (util::cq* c : {bound_.tx_cq.get(), bound_.rx_cq.get()})
+    if (c && c->may_sleep()) return true;
+  for (util::cntr* c : {bound_.send_cntr.get(), bound_.recv_cntr.get(), bound_.read_cntr.get(),
+                        bound_.write_cntr.get(), bound_.rem_read_cntr.get(),
+                        bound_.rem_write_cntr.get()})
+    if (c && c->may_sleep()) return true;
+  return false;
 }
 
 // Under automatic progress: one progress call, then the timer ticks every

@@ -168,7 +168,7 @@ int rdm_endpoint::close() {
                 rx_deferred_.size());
     for (fi_peer_rx_entry* e : std::exchange(rx_deferred_, {})) rx_.free_entry<Lock>(e);
   });
-  bound_.unbind(this, sock_.get());
+  bound_.unbind(this, waitset_.valid() ? waitset_.get() : -1);
   if (srx_) with_lock([&]<class Lock>() {
     // Messages half-received or queued unexpected go back to the engine
     // while this endpoint's peer face is still valid.
@@ -193,7 +193,15 @@ int rdm_endpoint::bind(struct fid* bfid, uint64_t flags) {
     return to_fi(errc::opbadstate);
   }
   if (bfid && bfid->fclass == FI_CLASS_SRX_CTX) return bind_srx(bfid, flags);
-  return bound_.bind(*domain_, bfid, flags, hook_, sock_.get());
+  // A CQ or counter someone may sleep on watches our wait set (the socket
+  // and the timer: tick_for_sleepers). The set is opened with the first
+  // such binding, so an endpoint only polled costs one descriptor.
+  const bool sleepable =
+      bfid && ((bfid->fclass == FI_CLASS_CQ && util::cq::from(bfid)->waiter()) ||
+               (bfid->fclass == FI_CLASS_CNTR && util::cntr::from(bfid)->waiter()));
+  if (sleepable && !waitset_.valid())
+    if (errc e = open_waitset(); e != errc::ok) return to_fi(e);
+  return bound_.bind(*domain_, bfid, flags, hook_, waitset_.valid() ? waitset_.get() : -1);
 }
 
 int rdm_endpoint::bind_srx(struct fid* f, uint64_t flags) {
@@ -266,19 +274,28 @@ int rdm_endpoint::enable() {
   return 0;
 }
 
-errc rdm_endpoint::start_auto() noexcept {
-  waitset_ = util::unique_fd{::epoll_create1(EPOLL_CLOEXEC)};
-  timer_ = util::unique_fd{::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)};
+errc rdm_endpoint::open_waitset() noexcept {
+  util::unique_fd set{::epoll_create1(EPOLL_CLOEXEC)};
+  util::unique_fd timer{::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)};
   epoll_event ev{};
   ev.events = EPOLLIN;
-  if (!waitset_.valid() || !timer_.valid() ||
-      ::epoll_ctl(waitset_.get(), EPOLL_CTL_ADD, sock_.get(), &ev) != 0 ||
-      ::epoll_ctl(waitset_.get(), EPOLL_CTL_ADD, timer_.get(), &ev) != 0) {
+  if (!set.valid() || !timer.valid() ||
+      ::epoll_ctl(set.get(), EPOLL_CTL_ADD, sock_.get(), &ev) != 0 ||
+      ::epoll_ctl(set.get(), EPOLL_CTL_ADD, timer.get(), &ev) != 0) {
+    const int e = errno;
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
-              "fi_enable: automatic progress needs an epoll set and a timer: %s",
-              std::strerror(errno));
-    return errc::mfile;
+              "udp RDM: an endpoint that may be slept on needs an epoll set and a timer: %s",
+              std::strerror(e));
+    return e == ENOMEM ? errc::nomem : errc::mfile;
   }
+  waitset_ = std::move(set);
+  timer_ = std::move(timer);
+  return errc::ok;
+}
+
+errc rdm_endpoint::start_auto() noexcept {
+  if (!waitset_.valid())
+    if (errc e = open_waitset(); e != errc::ok) return e;
   // Last: from here on the domain's thread may run our progress.
   util::progress_thread::work_fn fn =
       locked_ ? &auto_work<util::mutex_lock> : &auto_work<util::null_lock>;
@@ -313,13 +330,29 @@ int rdm_endpoint::setname(const void* addr, size_t addrlen) {
   if (!addr || addrlen < util::sockaddr_len(sa) || !util::sockaddr_len(sa)) return to_fi(errc::inval);
   if (enabled_) return to_fi(errc::opbadstate);
   int old = sock_.get();
+  const sockaddr_storage old_local = local_;
+  const socklen_t old_len = local_len_;
+  const uint32_t old_window = rd_cfg_.window;
   util::unique_fd keep{sock_.release()};
   if (errc e = open_socket(sa, util::sockaddr_len(sa)); e != errc::ok) {
     sock_ = std::move(keep);
     return to_fi(e);
   }
-  for (util::cq* c : {bound_.tx_cq.get(), bound_.rx_cq.get()})
-    if (c) c->remove_wait_fd(old), c->add_wait_fd(sock_.get());
+  if (!waitset_.valid()) return 0;
+  // Sleepers wait on the set, which now watches the new socket.
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ::epoll_ctl(waitset_.get(), EPOLL_CTL_DEL, old, nullptr);
+  if (::epoll_ctl(waitset_.get(), EPOLL_CTL_ADD, sock_.get(), &ev) != 0) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_setname: cannot watch the new socket: %s",
+              std::strerror(errno));
+    ::epoll_ctl(waitset_.get(), EPOLL_CTL_ADD, old, &ev);
+    sock_ = std::move(keep);
+    local_ = old_local;
+    local_len_ = old_len;
+    rd_cfg_.window = old_window;
+    return to_fi(errc::mfile);
+  }
   return 0;
 }
 
