@@ -17,6 +17,10 @@ median of its repetitions:
                           served by its progress thread (target: at most 2x
                           the polling target's);
   put/atomic poll auto    the target polls under automatic progress.
+Each ratio is reported twice: as the median of sandwiches (the
+denominator's case run just before and just after the numerator's, a
+sandwich whose outer runs differ by more than FLIP set aside: the machine
+changed mode between them), and as the ratio of the table's medians.
 Usage: bench/auto_progress.py [--provider shm] [--reps 7] [--iters 100000]
 A run that fails ends the script with status 1 and no results folder.
 """
@@ -36,6 +40,15 @@ import record  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^auto_progress mode=(\S+) progress=(\S+)(?: target=(\S+))? usec=([0-9.]+)$",
                   re.M)
+# (label, numerator case, denominator case, target): the ratios reported.
+PAIRS = [("one-way latency, automatic / manual progress (FI_THREAD_DOMAIN)",
+          ("lat", "auto", None), ("lat", "manual", None), "≤ 1.2x"),
+         ("one-way latency, automatic / manual progress under FI_THREAD_SAFE, the lock "
+          "policy automatic progress takes", ("lat", "auto", None), ("lat", "manual", "safe"), None),
+         ("put to a target that sleeps (automatic) / to one that polls (manual)",
+          ("put", "auto", "sleep"), ("put", "manual", "poll"), "≤ 2x"),
+         ("the same for an atomic", ("atomic", "auto", "sleep"), ("atomic", "manual", "poll"), None)]
+FLIP = 1.25
 CASES = [("lat", "manual", None), ("lat", "auto", None), ("lat", "manual", "safe"),
          ("put", "manual", "poll"), ("put", "auto", "sleep"), ("put", "auto", "poll"),
          ("atomic", "manual", "poll"), ("atomic", "auto", "sleep"), ("atomic", "auto", "poll")]
@@ -90,24 +103,51 @@ def main():
         print(f"rep {rep + 1}/{args.reps}: " + ", ".join(
             f"{name(c)} {got[c][-1]:.3f}" for c in CASES), flush=True)
 
+    # The paired ratios. This machine (two vCPUs) moves between a fast and a
+    # slow mode from one run to the next, minutes or seconds apart: the same
+    # case measured 0.11 and 0.37 us in one series. A ratio of medians then
+    # compares modes, not cases. So each ratio is also measured in
+    # sandwiches, the denominator's case run just before and just after the
+    # numerator's; a sandwich whose two outer runs differ by more than
+    # FLIP saw the mode change and is set aside (counted).
+    paired = {}
+    for rep in range(args.reps):
+        k = rep % len(PAIRS)
+        for label, num, den, target in PAIRS[k:] + PAIRS[:k]:
+            a1 = run(exe, args.weft_lib, args.provider, den, args.iters)
+            b = run(exe, args.weft_lib, args.provider, num, args.iters)
+            a2 = run(exe, args.weft_lib, args.provider, den, args.iters)
+            ok = max(a1, a2) / min(a1, a2) <= FLIP
+            r = paired.setdefault(label, {"ratios": [], "flipped": 0})
+            if ok:
+                r["ratios"].append(b / ((a1 + a2) / 2))
+            else:
+                r["flipped"] += 1
+        print(f"sandwiches {rep + 1}/{args.reps}: " + ", ".join(
+            f"{label.split(',')[0]} {r['ratios'][-1]:.2f}" if r["ratios"] else label
+            for label, r in paired.items()), flush=True)
+
     med = {c: statistics.median(v) for c, v in got.items()}
     rows = ["| case | median (us) | min | max | every run |", "| --- | ---: | ---: | ---: | --- |"]
     for c in CASES:
         v = got[c]
         rows.append(f"| {name(c)} | {med[c]:.3f} | {min(v):.3f} | {max(v):.3f} | "
                     f"{' '.join(f'{x:.3f}' for x in v)} |")
-    lat = med[("lat", "auto", None)] / med[("lat", "manual", None)]
-    lat_safe = med[("lat", "auto", None)] / med[("lat", "manual", "safe")]
-    put = med[("put", "auto", "sleep")] / med[("put", "manual", "poll")]
-    atom = med[("atomic", "auto", "sleep")] / med[("atomic", "manual", "poll")]
-    rows += ["",
-             f"- one-way latency, automatic / manual progress (FI_THREAD_DOMAIN): **{lat:.2f}x** "
-             "(target ≤ 1.2x)",
-             f"- one-way latency, automatic / manual progress under FI_THREAD_SAFE, the lock "
-             f"policy automatic progress takes: **{lat_safe:.2f}x**",
-             f"- put to a target that sleeps (automatic) / to one that polls (manual): "
-             f"**{put:.2f}x** (target ≤ 2x)",
-             f"- the same for an atomic: **{atom:.2f}x**"]
+    rows += ["", f"Ratios: the median of {args.reps} sandwiches (the denominator's case run "
+             f"before and after the numerator's; a sandwich whose outer runs differ by more "
+             f"than {FLIP:.2f}x is set aside as a change of the machine's mode), and beside it "
+             "the ratio of the table's medians.", ""]
+    for label, num, den, target in PAIRS:
+        r = paired[label]
+        of_medians = med[num] / med[den]
+        if r["ratios"]:
+            head = f"**{statistics.median(r['ratios']):.2f}x**"
+            every = " ".join(f"{x:.2f}" for x in r["ratios"])
+        else:
+            head, every = "**no stable sandwich**", "-"
+        rows.append(f"- {label}: {head}" + (f" (target {target})" if target else "") +
+                    f"; sandwiches {every}; set aside {r['flipped']}; "
+                    f"ratio of medians {of_medians:.2f}x")
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = pathlib.Path(args.out) / f"{stamp}-auto-progress-{args.provider}"

@@ -204,11 +204,8 @@ bool endpoint::auto_work(void* obj) noexcept {
 }
 
 uint64_t endpoint::consumed() noexcept {
-  // Only rings ever claimed can have been read.
-  const uint32_t hwm = std::min(region_.claim_hwm(), region_.nrings());
   uint64_t sum = 0;
-  for (uint32_t r = 0; r < hwm; ++r)
-    if (const inbound* in = in_[r].get()) sum += in->cons.position();
+  for (const inbound* in : open_in_) sum += in->cons.position();
   return sum;
 }
 
@@ -312,6 +309,7 @@ inbound* endpoint::open_inbound(uint32_t r) noexcept {
     if (in->same_ns)
       in->live = peer_liveness(ce.sender_pid, ce.sender_start_time,
                                peer_liveness::default_interval, liveness_mode::proc);
+    open_in_.push_back(in.get());
     in_[r] = std::move(in);
     return in_[r].get();
   } catch (...) {
@@ -332,6 +330,7 @@ void endpoint::close_inbound(uint32_t r, bool force) noexcept {
     finish_xfer<Lock>(x);
   }
   if (in->listed) std::erase(busy_in_, in);
+  std::erase(open_in_, in);
   in_[r].reset();
   region_.reclaim_ring(r, force);
 }

@@ -175,6 +175,35 @@ TEST(shm_auto, a_blocked_endpoint_is_retried_after_a_backoff) {
   EXPECT_EQ(landed(bufs), n_msgs);
 }
 
+// The thread's pass tells whether it moved anything by the receive
+// positions of the rings it has open (endpoint::consumed walks those, not
+// every ring up to the highest claimed). A sender that leaves takes its
+// ring out of that walk, and one that comes after it is counted: its
+// messages land and the pass says it moved them. (Under ASan a ring left
+// in the walk after it closed is a use after free.)
+TEST(shm_auto, the_pass_counts_a_sender_that_came_after_one_left) {
+  pair p(256);
+  ASSERT_NE(p.rx, nullptr);
+  for (int round = 0; round < 3; ++round) {
+    uint64_t got = 0, v = 100 + uint64_t(round);
+    ASSERT_EQ(fi_recv(p.rx, &got, 8, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    ASSERT_EQ(fi_inject(p.tx, &v, 8, p.to_rx), 0);
+    EXPECT_TRUE(p.pass()) << "round " << round << ": the pass moved a message";
+    EXPECT_EQ(got, v) << "round " << round;
+    fi_cq_msg_entry e;
+    EXPECT_EQ(fi_cq_read(p.rx_cq, &e, 1), 1);
+    // The sender leaves (its ring is closed and, at rx's next pass,
+    // reclaimed); another endpoint takes its place.
+    ASSERT_EQ(fi_close(&p.tx->fid), 0);
+    p.tx = nullptr;
+    for (int i = 0; i < 3; ++i) p.pass();
+    ASSERT_EQ(fi_endpoint(p.domain, p.info, &p.tx, nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(p.tx, &p.tx_cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_ep_bind(p.tx, &p.av->fid, 0), 0);
+    ASSERT_EQ(fi_enable(p.tx), 0);
+  }
+}
+
 // With the thread's polling after work on, the call that was woken drains
 // everything (it keeps polling after its last message), and when it is done
 // senders wake the thread again: the next message rings the FIFO.
