@@ -113,7 +113,10 @@ def main():
     paired = {}
     for rep in range(args.reps):
         k = rep % len(PAIRS)
-        for label, num, den, target in PAIRS[k:] + PAIRS[:k]:
+        turn = PAIRS[k:] + PAIRS[:k]
+        rec.order(f"sandwiches {rep + 1}: " + "; ".join(
+            f"{name(den)} / {name(num)} / {name(den)}" for _, num, den, _ in turn))
+        for label, num, den, target in turn:
             a1 = run(exe, args.weft_lib, args.provider, den, args.iters)
             b = run(exe, args.weft_lib, args.provider, num, args.iters)
             a2 = run(exe, args.weft_lib, args.provider, den, args.iters)

@@ -377,6 +377,50 @@ TEST(udp_rdm, a_counter_waiter_still_resends_what_the_network_lost) {
   EXPECT_EQ(fi_close(&cntr->fid), 0);
 }
 
+// fi_setname before fi_enable replaces the endpoint's socket: a thread asleep
+// on a CQ bound before the rename must wake for what reaches the new one.
+// (b's CQ is its own, so nothing else's progress runs b.)
+TEST(udp_rdm, a_sleeper_wakes_for_a_message_to_the_endpoints_new_name) {
+  stack s;
+  ASSERT_TRUE(s.dom);
+  fid_ep* a = s.endpoint();
+  ASSERT_TRUE(a);
+  fi_cq_attr ca{};
+  ca.format = FI_CQ_FORMAT_TAGGED;
+  ca.size = 16;
+  ca.wait_obj = FI_WAIT_UNSPEC;
+  fid_cq* bcq = nullptr;
+  ASSERT_EQ(fi_cq_open(s.dom, &ca, &bcq, nullptr), 0);
+  fid_ep* b = nullptr;
+  ASSERT_EQ(fi_endpoint(s.dom, s.info, &b, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(b, &bcq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_ep_bind(b, &s.av->fid, 0), 0);
+  sockaddr_in fresh = loopback(0);
+  ASSERT_EQ(fi_setname(&b->fid, &fresh, sizeof fresh), 0);
+  ASSERT_EQ(fi_enable(b), 0);
+  fi_addr_t to_b = s.insert(s.name(b));
+  char out[8] = "renamed", in[8] = {};
+  fi_context sctx, rctx;
+  ASSERT_EQ(fi_recv(b, in, sizeof in, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  // Sent once the reader sleeps (a is this thread's alone meanwhile).
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(fi_send(a, out, sizeof out, nullptr, to_b, &sctx), 0);
+  });
+  fi_cq_tagged_entry e{};
+  const auto start = clock_type::now();
+  EXPECT_EQ(fi_cq_sread(bcq, &e, 1, nullptr, 10000), 1);
+  // Without a wake-up the read returns only at its timeout (its last pass
+  // finds the message): 10 s, where the message came after 0.2 s.
+  EXPECT_LT(clock_type::now() - start, std::chrono::seconds(5)) << "the sleeper did not wake";
+  sender.join();
+  EXPECT_EQ(e.op_context, &rctx);
+  EXPECT_EQ(0, std::memcmp(in, out, sizeof out));
+  EXPECT_EQ(s.wait_for(&sctx, nullptr, 5), 1) << "the send was never acknowledged";
+  EXPECT_EQ(fi_close(&b->fid), 0);
+  EXPECT_EQ(fi_close(&bcq->fid), 0);
+}
+
 // Datagrams no correct peer sends: each is dropped and changes nothing; the
 // endpoint keeps serving its real peer.
 TEST(udp_rdm, hostile_datagrams_are_dropped_and_change_nothing) {
