@@ -620,7 +620,8 @@ class endpoint : public util::endpoint_object<endpoint> {
   // The inbounds in_ holds, in no order: what consumed() walks. A sender's
   // ring index comes from its pid, so walking in_ up to the highest ring
   // claimed made the progress thread's spin slower the higher a sender's
-  // index (ring 448 made puts to a sleeping target 2.7x slower than ring 0).
+  // index (in hand runs, ring 448 made puts to a sleeping target about 2.7x
+  // slower than ring 0; docs/performance.md).
   std::vector<inbound*> open_in_;
   std::vector<std::unique_ptr<conn>> conns_;
   struct id_hash {
