@@ -128,10 +128,16 @@ int av::open(domain& dom, fi_av_attr* attr, fid_av** out, void* context) noexcep
               static_cast<unsigned long long>(attr->flags & ~open_flags));
     return to_fi(errc::badflags);
   }
-  if (attr->rx_ctx_bits != 0) {
+  if (attr->rx_ctx_bits != 0 && !dom.hooks().scalable_ep) {
     WEFT_WARN(prov, FI_LOG_AV, "rx_ctx_bits %d: scalable endpoints are not supported",
               attr->rx_ctx_bits);
     return to_fi(attr->rx_ctx_bits < 0 ? errc::inval : errc::nosys);
+  }
+  // fi_addr values are indices below 2^31: up to 32 bits above them are free.
+  if (attr->rx_ctx_bits < 0 || attr->rx_ctx_bits > max_rx_ctx_bits) {
+    WEFT_WARN(prov, FI_LOG_AV, "rx_ctx_bits %d: it must be 0 to %d", attr->rx_ctx_bits,
+              max_rx_ctx_bits);
+    return to_fi(errc::inval);
   }
   if ((attr->flags & FI_AV_USER_ID) && !(dom.caps() & FI_AV_USER_ID)) {
     WEFT_WARN(prov, FI_LOG_AV, "FI_AV_USER_ID needs a domain opened with that capability");
@@ -183,6 +189,7 @@ av::av(domain& dom, const av_codec& codec, const fi_av_attr& attr, void* context
       codec_(&codec),
       type_(attr.type),
       events_(attr.flags & FI_EVENT),
+      rx_bits_(attr.rx_ctx_bits),
       shared_(std::move(file)),
       reader_(shared_ && (attr.flags & FI_READ)),
       table_(codec) {
@@ -316,7 +323,8 @@ int av::lookup(fi_addr_t fi_addr, void* addr, size_t* addrlen) {
     return to_fi(errc::inval);
   }
   [[maybe_unused]] auto g = guard<Lock>();
-  const uint8_t* e = entry(fi_addr);  // an FI_READ AV catches up first
+  // An address fi_rx_addr made names the same peer.
+  const uint8_t* e = entry(strip_rx(fi_addr));  // an FI_READ AV catches up first
   if (!e) {
     WEFT_WARN(prov_of(this), FI_LOG_AV, "fi_av_lookup: %#llx is not an address of this AV",
               static_cast<unsigned long long>(fi_addr));

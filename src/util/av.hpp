@@ -270,6 +270,16 @@ class av : public fid_object<av, fid_av> {
   // stays). Lock-free; one predictable branch while no user id is set.
   fi_addr_t report(fi_addr_t a) const noexcept { return table_.user_id(a); }
   const av_codec& codec() const noexcept { return *codec_; }
+  // fi_av_attr::rx_ctx_bits: the top bits of an fi_addr that name a receive
+  // context of a scalable endpoint (fi_rx_addr), 0 when none do.
+  static constexpr int max_rx_ctx_bits = 32;
+  int rx_bits() const noexcept { return rx_bits_; }
+  // The receive context an fi_addr names (0 without rx bits), and the
+  // address without it.
+  uint64_t rx_index(fi_addr_t a) const noexcept { return rx_bits_ ? a >> (64 - rx_bits_) : 0; }
+  fi_addr_t strip_rx(fi_addr_t a) const noexcept {
+    return rx_bits_ && a != FI_ADDR_NOTAVAIL ? a & (~uint64_t{0} >> rx_bits_) : a;
+  }
   // Live addresses.
   size_t count() const noexcept { return table_.live(); }
   domain& dom() const noexcept { return *domain_; }
@@ -348,6 +358,7 @@ class av : public fid_object<av, fid_av> {
   const av_codec* codec_;
   fi_av_type type_;
   bool events_;  // FI_EVENT: inserts report to the bound EQ
+  int rx_bits_;  // fi_av_attr::rx_ctx_bits
   fi_addr_t (*reverse_)(const av&, const uint8_t*) noexcept;
   mutable std::mutex mutex_;
   ref<class eq> eq_;

@@ -32,11 +32,16 @@ int endpoint2(fid_domain* d, fi_info* info, fid_ep** ep, uint64_t flags, void* c
   if (flags) return to_fi(errc::badflags);
   return endpoint(d, info, ep, context);
 }
-int scalable_ep(fid_domain* d, fi_info*, fid_ep**, void*) noexcept {
-  // Not offered: every provider answers max_ep_tx_ctx = max_ep_rx_ctx = 1.
-  WEFT_WARN(self(d)->provider(), FI_LOG_DOMAIN,
-            "fi_scalable_ep: scalable endpoints are not offered (max_ep_tx_ctx 1)");
-  return to_fi(errc::nosys);
+int scalable_ep(fid_domain* d, fi_info* info, fid_ep** sep, void* context) noexcept {
+  domain& dom = *self(d);
+  if (!dom.hooks().scalable_ep) {
+    // Such a provider answers max_ep_tx_ctx = max_ep_rx_ctx = 1.
+    WEFT_WARN(dom.provider(), FI_LOG_DOMAIN,
+              "fi_scalable_ep: scalable endpoints are not offered (max_ep_tx_ctx 1)");
+    return to_fi(errc::nosys);
+  }
+  if (!info || !sep) return to_fi(errc::inval);
+  return abi_guard([&] { return dom.hooks().scalable_ep(dom, info, sep, context); });
 }
 int cntr_open(fid_domain* d, fi_cntr_attr* attr, fid_cntr** out, void* context) noexcept {
   return cntr::open(*self(d), attr, out, context);

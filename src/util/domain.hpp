@@ -29,6 +29,9 @@ struct domain_hooks {
   // (datatype and op as the ints the caller passed: any value is possible.)
   int (*query_atomic)(domain& dom, int datatype, int op, fi_atomic_attr* attr, uint64_t flags);
   int (*srx_ctx)(domain& dom, fi_rx_attr* attr, fid_ep** rx_ep, void* context);
+  // fi_scalable_ep (util::scalable_ep with the provider's contexts). A
+  // domain with it also takes AVs with rx_ctx_bits (fi_rx_addr).
+  int (*scalable_ep)(domain& dom, fi_info* info, fid_ep** sep, void* context);
   // The provider's control operations (connection setup) travel on its
   // endpoints' data path, so automatic control progress means running the
   // endpoints' whole progress from the domain's thread: the domain then

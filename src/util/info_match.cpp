@@ -16,6 +16,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -179,9 +180,10 @@ void match_identity(matcher& m, const fi_info& t, const fi_info& h) {
 // `stx_offered` / `srx_offered`: the provider's domain shares transmit /
 // receive contexts (max_ep_stx_ctx / max_ep_srx_ctx > 0), so tx_ctx_cnt /
 // rx_ctx_cnt = FI_SHARED_CONTEXT may be asked for and is answered as asked
-// (fi_endpoint(3)).
+// (fi_endpoint(3)). `max_tx` / `max_rx`: the domain's max_ep_tx_ctx /
+// max_ep_rx_ctx, the most contexts a scalable endpoint may have.
 void match_ep(matcher& m, const fi_ep_attr& t, const fi_ep_attr* h, fi_ep_attr& out,
-              bool stx_offered, bool srx_offered) {
+              bool stx_offered, bool srx_offered, size_t max_tx, size_t max_rx) {
   out = t;
   out.auth_key = nullptr;
   out.auth_key_size = 0;
@@ -195,14 +197,18 @@ void match_ep(matcher& m, const fi_ep_attr& t, const fi_ep_attr* h, fi_ep_attr& 
   m.at_most(h->max_order_raw_size, t.max_order_raw_size, "ep_attr->max_order_raw_size");
   m.at_most(h->max_order_war_size, t.max_order_war_size, "ep_attr->max_order_war_size");
   m.at_most(h->max_order_waw_size, t.max_order_waw_size, "ep_attr->max_order_waw_size");
-  if (h->tx_ctx_cnt != FI_SHARED_CONTEXT)
-    m.at_most(h->tx_ctx_cnt, t.tx_ctx_cnt, "ep_attr->tx_ctx_cnt");
-  else if (stx_offered)
+  // Several contexts are a scalable endpoint's (max_ep_tx_ctx /
+  // max_ep_rx_ctx); the count asked for is the one answered.
+  if (h->tx_ctx_cnt != FI_SHARED_CONTEXT) {
+    m.at_most(h->tx_ctx_cnt, std::max(t.tx_ctx_cnt, max_tx), "ep_attr->tx_ctx_cnt");
+    if (h->tx_ctx_cnt) out.tx_ctx_cnt = h->tx_ctx_cnt;
+  } else if (stx_offered)
     out.tx_ctx_cnt = FI_SHARED_CONTEXT;
   else m.fail("ep_attr->tx_ctx_cnt", "shared transmit contexts are not offered");
-  if (h->rx_ctx_cnt != FI_SHARED_CONTEXT)
-    m.at_most(h->rx_ctx_cnt, t.rx_ctx_cnt, "ep_attr->rx_ctx_cnt");
-  else if (srx_offered)
+  if (h->rx_ctx_cnt != FI_SHARED_CONTEXT) {
+    m.at_most(h->rx_ctx_cnt, std::max(t.rx_ctx_cnt, max_rx), "ep_attr->rx_ctx_cnt");
+    if (h->rx_ctx_cnt) out.rx_ctx_cnt = h->rx_ctx_cnt;
+  } else if (srx_offered)
     out.rx_ctx_cnt = FI_SHARED_CONTEXT;
   else m.fail("ep_attr->rx_ctx_cnt", "shared receive contexts are not offered");
   if (h->auth_key_size || h->auth_key)
@@ -312,7 +318,9 @@ fi_info* match_info(const fi_provider* prov, uint32_t version, const fi_info& tm
   uint8_t* ep_key = o.ep_attr->auth_key;
   match_ep(m, *tmpl.ep_attr, hints ? hints->ep_attr : nullptr, *o.ep_attr,
            tmpl.domain_attr && tmpl.domain_attr->max_ep_stx_ctx > 0,
-           tmpl.domain_attr && tmpl.domain_attr->max_ep_srx_ctx > 0);
+           tmpl.domain_attr && tmpl.domain_attr->max_ep_srx_ctx > 0,
+           tmpl.domain_attr ? tmpl.domain_attr->max_ep_tx_ctx : 1,
+           tmpl.domain_attr ? tmpl.domain_attr->max_ep_rx_ctx : 1);
   o.ep_attr->auth_key = ep_key;
   uint8_t* dom_key = o.domain_attr->auth_key;
   match_domain(m, version, *tmpl.domain_attr, hints ? hints->domain_attr : nullptr,

@@ -54,6 +54,10 @@ struct recorder {
       if (l.find(needle) != std::string::npos) out.push_back(l);
     return out;
   }
+  size_t lines_count() {
+    std::lock_guard g{lines_lock};
+    return lines.size();
+  }
   int ret;
 };
 

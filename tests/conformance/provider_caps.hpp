@@ -27,7 +27,7 @@ struct caps_table {
   fi_ep_type ep_type;
   uint64_t offers;      // asked together, fi_getinfo answers
   size_t cq_data_size;  // bytes of remote CQ data offered (0: none)
-  lacking lacks[6];  // entries with a null reason are unused
+  lacking lacks[7];  // entries with a null reason are unused
   // FI_PROGRESS_AUTO for data is offered when asked for (manual progress is
   // every provider's default).
   bool auto_progress = false;
@@ -38,6 +38,10 @@ inline constexpr uint64_t rma_atomic_caps = FI_RMA | FI_ATOMIC | FI_READ | FI_WR
 inline constexpr const char* fence_why =
     "FI_FENCE is not implemented on udp: the flag is refused with -FI_EINVAL "
     "(docs/decisions.md)";
+
+inline constexpr const char* sep_why =
+    "scalable endpoints (fi_scalable_ep, FI_NAMED_RX_CTX) are offered on shm only so far "
+    "(issue 14; docs/decisions.md)";
 
 inline const caps_table udp_dgram_caps = {
     "udp",
@@ -51,6 +55,7 @@ inline const caps_table udp_dgram_caps = {
         {0, "udp sends bare datagrams: no header carries remote CQ data"},
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
         {FI_FENCE, fence_why},
+        {FI_NAMED_RX_CTX, sep_why},
     },
     true,
 };
@@ -64,6 +69,7 @@ inline const caps_table udp_rdm_caps = {
     {
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
         {FI_FENCE, fence_why},
+        {FI_NAMED_RX_CTX, sep_why},
     },
     true,
 };
@@ -76,6 +82,7 @@ inline const caps_table tcp_rdm_caps = {
     8,
     {
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
+        {FI_NAMED_RX_CTX, sep_why},
     },
     true,
 };
@@ -87,7 +94,7 @@ inline const caps_table tcp_msg_caps = {
         rma_atomic_caps,
     8,
     {
-        {FI_DIRECTED_RECV | FI_SOURCE | FI_AV_USER_ID | FI_SHARED_AV,
+        {FI_DIRECTED_RECV | FI_SOURCE | FI_AV_USER_ID | FI_SHARED_AV | FI_NAMED_RX_CTX,
          "a connected endpoint has one peer and no AV"},
     },
     true,
@@ -97,7 +104,7 @@ inline const caps_table shm_rdm_caps = {
     "shm",
     FI_EP_RDM,
     FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV |
-        FI_AV_USER_ID | FI_SHARED_AV | FI_FENCE | FI_TRIGGER | rma_atomic_caps,
+        FI_AV_USER_ID | FI_SHARED_AV | FI_FENCE | FI_TRIGGER | FI_NAMED_RX_CTX | rma_atomic_caps,
     8,
     {},
     true,

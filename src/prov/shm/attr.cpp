@@ -12,7 +12,8 @@ namespace {
 
 constexpr uint64_t tx_caps =
     FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE |
-    FI_TRIGGER;  // triggered work: util/trigger.hpp
+    FI_TRIGGER |  // triggered work: util/trigger.hpp
+    FI_NAMED_RX_CTX;  // fi_rx_addr reaches a scalable endpoint's receive context
 constexpr uint64_t rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV |
                              FI_SOURCE | FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE |
                              FI_RMA_EVENT | FI_AV_USER_ID | FI_TRIGGER;
@@ -77,8 +78,9 @@ fi_domain_attr dom = [] {
   d.ep_cnt = 256;
   d.tx_ctx_cnt = 256;
   d.rx_ctx_cnt = 256;
-  d.max_ep_tx_ctx = 1;
-  d.max_ep_rx_ctx = 1;
+  // fi_scalable_ep: contexts are shm endpoints (shm.hpp, "scalable endpoints").
+  d.max_ep_tx_ctx = max_contexts;
+  d.max_ep_rx_ctx = max_contexts;
   // fi_stx_context: every endpoint of the domain may share one (util::stx_ctx).
   d.max_ep_stx_ctx = d.ep_cnt;
   // fi_srx_context: every endpoint of the domain may share one (util::srx_ctx).

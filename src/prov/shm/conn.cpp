@@ -24,6 +24,7 @@ void inline_rec::destroy(inline_rec* r) noexcept { std::free(r); }
 
 conn* endpoint::conn_for(fi_addr_t dest, errc& err) noexcept {
   if (conn* c = conn_hit(dest)) return c;
+  if (bound_.av_->rx_index(dest)) return conn_for_rx_ctx(dest, err);
   const uint8_t* raw = bound_.av_->entry(dest);
   if (!raw) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send to fi_addr %llu: not in the address vector",
@@ -41,6 +42,36 @@ conn* endpoint::conn_for(fi_addr_t dest, errc& err) noexcept {
   } catch (...) {
     // Not cached: the next send looks it up again.
   }
+  return c;
+}
+
+conn* endpoint::conn_for_rx_ctx(fi_addr_t dest, errc& err) noexcept {
+  const util::av& av = *bound_.av_;
+  const uint64_t i = av.rx_index(dest);
+  const fi_addr_t base = av.strip_rx(dest);
+  const uint8_t* raw = av.entry(base);
+  if (!raw) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send to fi_addr %#llx: %llu is not in the address vector",
+              static_cast<unsigned long long>(dest), static_cast<unsigned long long>(base));
+    err = errc::inval;
+    return nullptr;
+  }
+  addr_entry id;
+  std::memcpy(&id, raw, sizeof id);
+  if (i >= max_contexts || id.index >= plain_index_limit) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+              "send to fi_addr %#llx: receive context %llu%s (shm offers %u per endpoint)",
+              static_cast<unsigned long long>(dest), static_cast<unsigned long long>(i),
+              i >= max_contexts ? " is out of range" : " of an address that is a context itself",
+              max_contexts);
+    err = errc::inval;
+    return nullptr;
+  }
+  id.index = rx_ctx_index(id.index, static_cast<uint32_t>(i));
+  rx_ctx_hit& h = by_rx_ctx_[(dest ^ (dest >> 32) ^ i) % by_rx_ctx_.size()];
+  if (h.dest == dest && h.c && h.c->id == id) return h.c;
+  conn* c = conn_to(id, err);
+  if (c) h = {dest, c};
   return c;
 }
 

@@ -197,6 +197,7 @@ const util::domain_hooks domain_hooks = {
     .codec = codec_for,
     .query_atomic = query_atomic,
     .srx_ctx = open_srx,
+    .scalable_ep = open_sep,
 };
 
 }  // namespace weft::shm

@@ -54,9 +54,15 @@ void add_to(int epfd, int fd) noexcept {
 
 }  // namespace
 
-bool is_class_ep(const fid* f) noexcept { return util::is_class(f, FI_CLASS_EP); }
+bool is_class_ep(const fid* f) noexcept {
+  return util::is_class(f, FI_CLASS_EP) || util::is_class(f, FI_CLASS_TX_CTX) ||
+         util::is_class(f, FI_CLASS_RX_CTX);
+}
 
-int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* context) noexcept {
+namespace {
+
+// What fi_endpoint and fi_tx_context / fi_rx_context check alike.
+int check_open(util::domain& dom, const fi_info& info, uint64_t& pidns) noexcept {
   auto* prov = &provider();
   if (!info.ep_attr || info.ep_attr->type != FI_EP_RDM) {
     WEFT_WARN(prov, FI_LOG_EP_CTRL, "shm offers FI_EP_RDM endpoints only");
@@ -66,38 +72,91 @@ int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* c
     WEFT_WARN(prov, FI_LOG_EP_CTRL, "the endpoint attributes ask for more than shm offers");
     return to_fi(errc::inval);
   }
-  uint64_t pidns = pid_namespace_id();
+  pidns = pid_namespace_id();
   if (pidns > UINT32_MAX) {
     WEFT_WARN(prov, FI_LOG_EP_CTRL, "PID namespace inode %llu does not fit an shm address",
               static_cast<unsigned long long>(pidns));
     return to_fi(errc::nosys);
   }
+  return 0;
+}
+
+}  // namespace
+
+uint32_t endpoint::take_index() noexcept {
+  uint32_t i = next_index.fetch_add(1, std::memory_order_relaxed);
+  return i < plain_index_limit ? i : plain_index_limit;
+}
+
+int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* context) noexcept {
+  auto* prov = &provider();
+  uint64_t pidns;
+  if (int ret = check_open(dom, info, pidns)) return ret;
+  // Several contexts are a scalable endpoint's (fi_scalable_ep).
+  for (size_t n : {info.ep_attr->tx_ctx_cnt, info.ep_attr->rx_ctx_cnt})
+    if (n > 1 && n != FI_SHARED_CONTEXT) {
+      WEFT_WARN(prov, FI_LOG_EP_CTRL,
+                "fi_endpoint: %zu contexts asked (ep_attr tx_ctx_cnt / rx_ctx_cnt): an endpoint "
+                "has one; several are opened with fi_scalable_ep",
+                n);
+      return to_fi(errc::inval);
+    }
   return abi_guard([&]() -> int {
-    auto ep = std::make_unique<endpoint>(dom, info, context);
-    region_params p;
-    p.dir = cfg().dir;
-    p.log = prov;
+    auto ep = std::make_unique<endpoint>(dom, info, FI_CLASS_EP, context);
     errc e = errc::addrinuse;
+    uint32_t index = 0;
     for (int attempt = 0; attempt < 4 && e == errc::addrinuse; ++attempt) {
-      p.endpoint_index = next_index.fetch_add(1, std::memory_order_relaxed);
-      e = region::create(p, ep->region_);
+      if ((index = take_index()) == plain_index_limit) {
+        WEFT_WARN(prov, FI_LOG_EP_CTRL,
+                  "fi_endpoint: this process has opened %u shm endpoints, the most one may",
+                  plain_index_limit);
+        return to_fi(errc::nospc);
+      }
+      e = ep->create_region(index);
     }
     if (e != errc::ok) return to_fi(e);  // logged by create
-    ep->self_ = addr_entry{static_cast<uint32_t>(::getpid()), static_cast<uint32_t>(pidns),
-                           p.endpoint_index, 1, 0};
-    // Without its FIFO (logged) the endpoint still works: sleepers wake by the timer.
-    reclaim_stale_fifos(p.dir, prov);
-    if (ep->wake_.create(p.dir, ep->region_.name(), prov) == errc::ok && ep->waitset_.valid())
-      add_to(ep->waitset_.get(), ep->wake_.fd());
-    ep->me_ = sender_identity::self(p.endpoint_index);
-    ep->in_.resize(ep->region_.nrings());
+    ep->self_ = addr_entry{static_cast<uint32_t>(::getpid()), static_cast<uint32_t>(pidns), index,
+                           1, 0};
     *out = ep.release();
     return 0;
   });
 }
 
-endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
-    : endpoint_object(FI_CLASS_EP, context),
+int endpoint::open_context(util::domain& dom, const fi_info& info, size_t fclass, uint32_t index,
+                           const addr_entry& name, std::unique_ptr<util::sep_slot> slot,
+                           fid_ep** out, void* context) noexcept {
+  uint64_t pidns;
+  if (int ret = check_open(dom, info, pidns)) return ret;
+  return abi_guard([&]() -> int {
+    auto ep = std::make_unique<endpoint>(dom, info, fclass, context);
+    if (fclass == FI_CLASS_TX_CTX) ep->tx_sep_ = &slot->sep();
+    ep->sep_slot_ = std::move(slot);
+    if (errc e = ep->create_region(index); e != errc::ok) return to_fi(e);
+    ep->self_ = name;  // fi_getname on a context: the scalable endpoint's
+    *out = ep.release();
+    return 0;
+  });
+}
+
+errc endpoint::create_region(uint32_t index) noexcept {
+  auto* prov = &provider();
+  region_params p;
+  p.dir = cfg().dir;
+  p.log = prov;
+  p.endpoint_index = index;
+  errc e = region::create(p, region_);
+  if (e != errc::ok) return e;  // logged by create
+  // Without its FIFO (logged) the endpoint still works: sleepers wake by the timer.
+  reclaim_stale_fifos(p.dir, prov);
+  if (wake_.create(p.dir, region_.name(), prov) == errc::ok && waitset_.valid())
+    add_to(waitset_.get(), wake_.fd());
+  me_ = sender_identity::self(index);
+  in_.resize(region_.nrings());
+  return errc::ok;
+}
+
+endpoint::endpoint(util::domain& dom, const fi_info& info, size_t fclass, void* context)
+    : endpoint_object(fclass, context),
       domain_(&dom),
       caps_(info.caps),
       tx_op_flags_(info.tx_attr ? info.tx_attr->op_flags : 0),
@@ -157,6 +216,7 @@ int endpoint::close() {
   // The domain's thread lets go of us first (remove waits for a run of our
   // progress under way), so nothing progresses us from here on but this.
   if (enabled_ && auto_) domain_->auto_progress().remove(this);
+  if (adopted_) sep_slot_->sep().disown(this);  // likewise our transmit contexts
   // Under a peer SRX the owner outlives us: what it holds of ours goes back
   // now, while the CQ can still take the receives' errors.
   if (enabled_ && !srx_) {
@@ -196,7 +256,8 @@ int endpoint::control(int command, void* arg) {
 int endpoint::enable() {
   if (enabled_) return 0;
   auto* prov = &provider();
-  if (int ret = bound_.check_enable(prov, FI_EP_RDM, caps_)) return ret;
+  if (int ret = bound_.check_enable(prov, FI_EP_RDM, util::caps_needing_bindings(fid.fclass, caps_)))
+    return ret;
   const bool shared_rx = shared_.bound();
   if (shared_rx) {
     if (int ret = shared_.attach(bound_.rx_cq.get(), bound_.av_.get(), &face_)) return ret;
@@ -257,6 +318,18 @@ int endpoint::enable() {
       enabled_ = false;
       return to_fi(e);
     }
+  }
+  // A receive context that no CQ or counter drives (caps_needing_bindings)
+  // is driven by its transmit contexts under manual progress.
+  if (sep_slot_ && fid.fclass == FI_CLASS_RX_CTX && !auto_ && !bound_.rx_cq && !bound_.recv_cntr &&
+      !bound_.rem_read_cntr && !bound_.rem_write_cntr) {
+    try {
+      sep_slot_->sep().adopt(hook_);
+    } catch (const std::bad_alloc&) {
+      enabled_ = false;
+      return to_fi(errc::nomem);
+    }
+    adopted_ = true;
   }
   return 0;
 }

@@ -141,7 +141,12 @@ void endpoint::cool_all() noexcept {
 
 template <class Lock>
 void endpoint::progress_thunk(void* obj) noexcept {
-  static_cast<endpoint*>(obj)->progress<Lock>();
+  auto* ep = static_cast<endpoint*>(obj);
+  ep->progress<Lock>();
+  // A transmit context also drives its receive contexts that nothing else
+  // drives (util::scalable_ep::adopt). Outside our lock: they take theirs.
+  if (util::scalable_ep* s = ep->tx_sep_) [[unlikely]]
+    s->progress_orphans();
 }
 
 // The progress thread's call (automatic progress only; the manual path
@@ -305,6 +310,7 @@ inbound* endpoint::open_inbound(uint32_t r) noexcept {
     in->cons = region_.consumer(r);
     in->id = addr_entry{static_cast<uint32_t>(ce.sender_pid),
                         static_cast<uint32_t>(ce.sender_pidns), ce.sender_endpoint, 1, 0};
+    in->src_id = addr_entry_source(in->id);
     in->same_ns = ce.sender_pidns == self_.pidns;
     if (in->same_ns)
       in->live = peer_liveness(ce.sender_pid, ce.sender_start_time,
@@ -342,9 +348,9 @@ fi_addr_t endpoint::source_of(inbound& in) noexcept {
   util::av& av = *bound_.av_;
   if (in.src != FI_ADDR_NOTAVAIL) {
     const uint8_t* e = av.entry(in.src);
-    if (e && std::memcmp(e, &in.id, sizeof in.id) == 0) return av.report(in.src);
+    if (e && std::memcmp(e, &in.src_id, sizeof in.src_id) == 0) return av.report(in.src);
   }
-  in.src = av.reverse(reinterpret_cast<const uint8_t*>(&in.id));
+  in.src = av.reverse(reinterpret_cast<const uint8_t*>(&in.src_id));
   return av.report(in.src);
 }
 
@@ -412,7 +418,7 @@ bool endpoint::handle(inbound& in, const msg_view& v) noexcept {
       set_data(e, v.fields);
       e->peer_context = static_cast<rec_base*>(u);
       in.cons.release(v);
-      queue<Lock>(e, tagged, in.id);
+      queue<Lock>(e, tagged, in.src_id);
       return true;
     }
     case proto::op_rts_cma:
@@ -527,7 +533,7 @@ bool endpoint::handle_rts(inbound& in, const msg_view& v) noexcept {
     if (in.records) in.records->prev = r;
     in.records = r;
     e->peer_context = static_cast<rec_base*>(r);
-    queue<Lock>(e, tagged, in.id);
+    queue<Lock>(e, tagged, in.src_id);
     return true;
   }
   rx_xfer* x = new (std::nothrow) rx_xfer;
@@ -563,7 +569,7 @@ bool endpoint::handle_rts(inbound& in, const msg_view& v) noexcept {
   watch(in);
   if (unexpected) {
     e->peer_context = static_cast<rec_base*>(x);
-    queue<Lock>(e, tagged, in.id);
+    queue<Lock>(e, tagged, in.src_id);
   }
   if (!p.total) {
     x->done = true;

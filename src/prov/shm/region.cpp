@@ -350,7 +350,10 @@ errc region::attach(const std::string& dir, const std::string& name, region& out
   util::unique_fd fd{::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC)};
   if (!fd.valid()) {
     int e = errno;
-    WEFT_WARN(log, FI_LOG_EP_CTRL, "cannot open shm region %s: %s", path.c_str(), std::strerror(e));
+    // No region is no endpoint: the caller says so, in its own terms (one
+    // line per refusal).
+    if (e != ENOENT)
+      WEFT_WARN(log, FI_LOG_EP_CTRL, "cannot open shm region %s: %s", path.c_str(), std::strerror(e));
     return from_errno(e);
   }
   struct stat sb;

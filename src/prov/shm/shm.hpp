@@ -29,6 +29,7 @@
 #include "util/fd.hpp"
 #include "util/lock.hpp"
 #include "util/rma_ops.hpp"
+#include "util/sep.hpp"
 #include "util/srx.hpp"
 #include "util/peer_srx.hpp"
 #include "util/srx_binding.hpp"
@@ -119,6 +120,35 @@ struct addr_entry {
   }
 };
 static_assert(sizeof(addr_entry) == 16 && std::is_trivially_copyable_v<addr_entry>);
+
+// ---- scalable endpoints ------------------------------------------------------
+//
+// Each context of a scalable endpoint is a whole shm endpoint with its own
+// region, named by an index taken from the endpoint's: the endpoint takes an
+// ordinary index B (its name: what fi_getname gives and peers insert), and
+// its contexts take B with a context number in the top byte:
+// - receive context i (0 <= i < 128): B | i << 24, so context 0 is B itself
+//   and fi_rx_addr(addr, i, bits) reaches B | i << 24 with no lookup;
+// - transmit context t: B | (128 + t) << 24, which no fi_rx_addr names.
+// Ordinary endpoints take indices below 2^24. A receiver names a sender by
+// its index's low 24 bits (addr_entry_source), so whichever transmit context
+// sent, FI_SOURCE and directed receives see the scalable endpoint's one
+// address. An fi_rx_addr past the target's receive contexts names a region
+// that does not exist: the send fails as to any endpoint that is gone.
+inline constexpr uint32_t ctx_shift = 24;
+inline constexpr uint32_t plain_index_limit = 1u << ctx_shift;
+inline constexpr uint32_t max_contexts = 128;
+constexpr uint32_t rx_ctx_index(uint32_t base, uint32_t i) noexcept { return base | i << ctx_shift; }
+constexpr uint32_t tx_ctx_index(uint32_t base, uint32_t t) noexcept {
+  return base | (max_contexts + t) << ctx_shift;
+}
+// The address a sender is known by: its scalable endpoint's, for a context.
+inline addr_entry addr_entry_source(addr_entry id) noexcept {
+  id.index &= plain_index_limit - 1;
+  return id;
+}
+// fi_scalable_ep on an shm domain (sep.cpp).
+int open_sep(util::domain& dom, fi_info* info, fid_ep** out, void* context);
 
 extern const util::av_codec addr_codec;
 // "fi_shm://..." (at most `len` bytes, NUL-terminated within them) -> entry.
@@ -268,10 +298,11 @@ struct rx_xfer : rec_base {
 struct inbound {
   uint32_t ring = 0, generation = 0;
   ring_consumer cons;
-  addr_entry id{};
+  addr_entry id{};      // the sender's own region: where answers go
+  addr_entry src_id{};  // what it is known by (addr_entry_source)
   bool same_ns = false;
   peer_liveness live;
-  fi_addr_t src = FI_ADDR_NOTAVAIL;  // cached reverse lookup
+  fi_addr_t src = FI_ADDR_NOTAVAIL;  // cached reverse lookup of src_id
   conn* back = nullptr;              // our conn to the sender, for acks
   bool listed = false;
   bool dead = false;  // the sender exited: its ring goes back once drained
@@ -295,7 +326,16 @@ using util::peer_srx;
 class endpoint : public util::endpoint_object<endpoint> {
  public:
   static int open(util::domain& dom, const fi_info& info, fid_ep** out, void* context) noexcept;
-  endpoint(util::domain& dom, const fi_info& info, void* context);
+  // A context of a scalable endpoint (sep.cpp): class FI_CLASS_TX_CTX or
+  // FI_CLASS_RX_CTX, region index `index`, named `name` (the scalable
+  // endpoint's), holding `slot` until it closes.
+  static int open_context(util::domain& dom, const fi_info& info, size_t fclass, uint32_t index,
+                          const addr_entry& name, std::unique_ptr<util::sep_slot> slot,
+                          fid_ep** out, void* context) noexcept;
+  endpoint(util::domain& dom, const fi_info& info, size_t fclass, void* context);
+  // An index for an ordinary endpoint's region; plain_index_limit when this
+  // process has used them all.
+  static uint32_t take_index() noexcept;
   ~endpoint() override;
 
   int close();
@@ -420,6 +460,8 @@ class endpoint : public util::endpoint_object<endpoint> {
   // The conn for fi_addr `dest`, attached and claimed on first use; null with
   // `err` set when the address is unknown or the peer cannot be reached.
   conn* conn_for(fi_addr_t dest, errc& err) noexcept;
+  // conn_for's path for an fi_addr with receive-context bits (fi_rx_addr).
+  conn* conn_for_rx_ctx(fi_addr_t dest, errc& err) noexcept;
   // conn_for's hit, inline for the send path: the peer cached for `dest`
   // while the AV still holds that peer there; null otherwise.
   conn* conn_hit(fi_addr_t dest) const noexcept {
@@ -576,6 +618,9 @@ class endpoint : public util::endpoint_object<endpoint> {
   // Under automatic progress: the thread sleeps on our wait set, senders
   // always wake us (fi_enable).
   errc start_auto() noexcept;
+  // fi_endpoint / open_context: our region under `index`, its FIFO and
+  // what senders record of us.
+  errc create_region(uint32_t index) noexcept;
   // The messages taken from our rings so far, summed (auto_work: did a
   // pass move anything?).
   uint64_t consumed() noexcept;
@@ -631,6 +676,13 @@ class endpoint : public util::endpoint_object<endpoint> {
   };
   std::unordered_map<addr_entry, conn*, id_hash> conn_index_;  // peers by identity
   std::vector<conn*> by_addr_;                        // cache: fi_addr -> conn
+  // fi_addr with receive-context bits -> conn: a small cache of the last
+  // ones (a thread sending to each context of a peer in turn hits it).
+  struct rx_ctx_hit {
+    fi_addr_t dest = FI_ADDR_NOTAVAIL;
+    conn* c = nullptr;
+  };
+  std::array<rx_ctx_hit, 16> by_rx_ctx_{};
   bool busy_ = false;  // a busy list may be non-empty: service() has work
   std::vector<conn*> busy_conns_;
   std::vector<inbound*> busy_in_;
@@ -684,6 +736,11 @@ class endpoint : public util::endpoint_object<endpoint> {
   // Kept and used without locks only (progress.cpp says why).
   const std::byte* reply_slot_ = nullptr;
   const bool prefetchw_ = cpu_has_prefetchw();
+  // A context of a scalable endpoint: its hold on the endpoint, released
+  // when the context is destroyed.
+  std::unique_ptr<util::sep_slot> sep_slot_;
+  util::scalable_ep* tx_sep_ = nullptr;  // a transmit context's endpoint
+  bool adopted_ = false;  // a receive context its transmit contexts drive
 };
 
 bool is_class_ep(const fid* f) noexcept;

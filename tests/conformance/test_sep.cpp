@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: MIT
+// weft — scalable endpoints (fi_scalable_ep, fi_endpoint(3) "SCALABLE
+// ENDPOINTS"; fi_rx_addr, fi_av(3)): one address, several transmit and
+// receive contexts, each with its own CQ. Run on every configuration whose
+// table offers FI_NAMED_RX_CTX; the others skip with their table's reason,
+// and scalable_endpoints_are_refused_honestly (test_stx.cpp) checks their
+// refusal.
+#include "fixture.hpp"
+#include "log_recorder.hpp"
+
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace conformance {
+namespace {
+
+class sep : public provider_test {
+ protected:
+  uint64_t extra_caps() const override {
+    return FI_NAMED_RX_CTX | FI_SOURCE | FI_DIRECTED_RECV | FI_RMA | FI_READ | FI_WRITE |
+           FI_REMOTE_READ | FI_REMOTE_WRITE;
+  }
+
+  // A scalable endpoint with its contexts, each bound to a CQ of its own.
+  struct scalable {
+    fid_ep* ep = nullptr;
+    std::vector<fid_ep*> tx, rx;
+    std::vector<fid_cq*> tx_cq, rx_cq;
+    fi_addr_t addr = FI_ADDR_NOTAVAIL;
+  };
+
+  void TearDown() override {
+    for (scalable* s : seps) {
+      for (auto* v : {&s->tx, &s->rx})
+        for (fid_ep* c : *v) EXPECT_EQ(fi_close(&c->fid), 0);
+      EXPECT_EQ(fi_close(&s->ep->fid), 0);
+      delete s;
+    }
+    seps.clear();
+    provider_test::TearDown();
+  }
+
+  // The fixture's info asking for `ntx` / `nrx` contexts.
+  fi_info* info_with(size_t ntx, size_t nrx) {
+    fi_info* i = fi_dupinfo(info);
+    i->ep_attr->tx_ctx_cnt = ntx;
+    i->ep_attr->rx_ctx_cnt = nrx;
+    return i;
+  }
+
+  void open_av_bits(int bits) {
+    fi_av_attr attr{};
+    attr.type = FI_AV_TABLE;
+    attr.rx_ctx_bits = bits;
+    ASSERT_EQ(fi_av_open(domain, &attr, &av, nullptr), 0);
+  }
+
+  // Opens, binds (the AV, a CQ per context), enables and names a scalable
+  // endpoint; its address goes into the AV.
+  // `rx_cqs` false: the receive contexts get nothing bound.
+  scalable* open_sep(size_t ntx, size_t nrx, fi_cq_format fmt = FI_CQ_FORMAT_TAGGED,
+                     bool rx_cqs = true) {
+    auto* s = new scalable;
+    fi_info* i = info_with(ntx, nrx);
+    EXPECT_EQ(fi_scalable_ep(domain, i, &s->ep, nullptr), 0);
+    fi_freeinfo(i);
+    if (!s->ep) {
+      delete s;
+      return nullptr;
+    }
+    seps.push_back(s);
+    // Contexts first, then the AV: bound implicitly to those already open.
+    for (size_t t = 0; t < ntx; ++t) {
+      fid_ep* c = nullptr;
+      EXPECT_EQ(fi_tx_context(s->ep, static_cast<int>(t), nullptr, &c, nullptr), 0);
+      if (c) s->tx.push_back(c);
+    }
+    EXPECT_EQ(fi_scalable_ep_bind(s->ep, &av->fid, 0), 0);
+    for (size_t r = 0; r < nrx; ++r) {
+      fid_ep* c = nullptr;
+      EXPECT_EQ(fi_rx_context(s->ep, static_cast<int>(r), nullptr, &c, nullptr), 0);
+      if (c) s->rx.push_back(c);
+    }
+    for (fid_ep* c : s->tx) {
+      s->tx_cq.push_back(open_cq(fmt));
+      EXPECT_EQ(fi_ep_bind(c, &s->tx_cq.back()->fid, FI_TRANSMIT), 0);
+      EXPECT_EQ(fi_enable(c), 0);
+    }
+    for (fid_ep* c : s->rx) {
+      if (rx_cqs) {
+        s->rx_cq.push_back(open_cq(fmt));
+        EXPECT_EQ(fi_ep_bind(c, &s->rx_cq.back()->fid, FI_RECV), 0);
+      }
+      EXPECT_EQ(fi_enable(c), 0);
+    }
+    EXPECT_EQ(fi_enable(s->ep), 0);
+    char name[256];
+    size_t len = sizeof name;
+    EXPECT_EQ(fi_getname(&s->ep->fid, name, &len), 0);
+    EXPECT_EQ(fi_av_insert(av, name, 1, &s->addr, 0, nullptr), 1);
+    return s;
+  }
+
+  std::vector<scalable*> seps;
+};
+
+// Each transmit context sends to one named receive context of the peer:
+// the message arrives there and nowhere else, names the sending scalable
+// endpoint (FI_SOURCE), and completes on the sending context's CQ only.
+TEST_P(sep, each_message_reaches_the_receive_context_it_names) {
+  constexpr int n = 4, bits = 2;
+  ASSERT_NO_FATAL_FAILURE(open_av_bits(bits));
+  scalable* a = open_sep(n, n);
+  scalable* b = open_sep(n, n);
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(b->rx.size(), size_t{n});
+  ASSERT_EQ(a->tx.size(), size_t{n});
+  char in[n][16] = {}, out[n][16] = {};
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(fi_recv(b->rx[i], in[i], sizeof in[i], nullptr, FI_ADDR_UNSPEC, &in[i]), 0);
+  }
+  // Context i sends to receive context n-1-i, so the routing cannot be the
+  // identity by accident.
+  for (int i = 0; i < n; ++i) {
+    std::snprintf(out[i], sizeof out[i], "to rx %d", n - 1 - i);
+    fi_addr_t dest = fi_rx_addr(b->addr, n - 1 - i, bits);
+    ASSERT_EQ(fi_send(a->tx[i], out[i], sizeof out[i], nullptr, dest, &out[i]), 0) << i;
+  }
+  for (int r = 0; r < n; ++r) {
+    fi_cq_tagged_entry e{};
+    fi_addr_t src = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(read_one(b->rx_cq[r], &e, &src), 1) << "receive context " << r;
+    EXPECT_EQ(e.op_context, &in[r]);
+    EXPECT_EQ(std::string(in[r]), "to rx " + std::to_string(r));
+    EXPECT_EQ(src, a->addr) << "the sender is known by its scalable endpoint's address";
+  }
+  for (int t = 0; t < n; ++t) {
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(a->tx_cq[t], &e), 1) << "transmit context " << t;
+    EXPECT_EQ(e.op_context, &out[t]) << "completions stay on their own context's CQ";
+  }
+  // Nothing else anywhere.
+  for (auto* cqs : {&a->tx_cq, &a->rx_cq, &b->tx_cq, &b->rx_cq})
+    for (fid_cq* c : *cqs) {
+      fi_cq_tagged_entry e{};
+      EXPECT_EQ(fi_cq_read(c, &e, 1), -FI_EAGAIN);
+    }
+}
+
+// A directed receive on a receive context names the sending scalable
+// endpoint by the one address it was inserted under, whichever transmit
+// context sends; a message from another sender waits.
+TEST_P(sep, a_directed_receive_matches_any_transmit_context_of_its_sender) {
+  ASSERT_NO_FATAL_FAILURE(open_av_bits(1));
+  scalable* a = open_sep(2, 1);
+  scalable* b = open_sep(1, 2);
+  scalable* c = open_sep(1, 1);
+  ASSERT_TRUE(a && b && c);
+  uint64_t got[2] = {0, 0};
+  for (auto& g : got)
+    ASSERT_EQ(fi_trecv(b->rx[1], &g, sizeof g, nullptr, a->addr, 7, 0, &g), 0);
+  uint64_t from_c = 3, from_a0 = 1, from_a1 = 2;
+  fi_addr_t to_b1 = fi_rx_addr(b->addr, 1, 1);
+  ASSERT_EQ(fi_tsend(c->tx[0], &from_c, sizeof from_c, nullptr, to_b1, 7, nullptr), 0);
+  ASSERT_EQ(fi_tsend(a->tx[1], &from_a1, sizeof from_a1, nullptr, to_b1, 7, nullptr), 0);
+  ASSERT_EQ(fi_tsend(a->tx[0], &from_a0, sizeof from_a0, nullptr, to_b1, 7, nullptr), 0);
+  for (int k = 0; k < 2; ++k) {
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(read_one(b->rx_cq[1], &e), 1) << k;
+  }
+  EXPECT_EQ(got[0] + got[1], from_a0 + from_a1) << "both of a's contexts, not c";
+  EXPECT_NE(got[0], got[1]);
+  // c's message is still there for a receive from anyone.
+  uint64_t any = 0;
+  ASSERT_EQ(fi_trecv(b->rx[1], &any, sizeof any, nullptr, FI_ADDR_UNSPEC, 7, 0, &any), 0);
+  fi_cq_tagged_entry e{};
+  ASSERT_EQ(read_one(b->rx_cq[1], &e), 1);
+  EXPECT_EQ(any, from_c);
+  // Receive context 0 saw none of it.
+  EXPECT_EQ(fi_cq_read(b->rx_cq[0], &e, 1), -FI_EAGAIN);
+}
+
+// One thread per transmit context and one per receive context, each on its
+// own CQ only: every message arrives once, at the context it names.
+TEST_P(sep, one_thread_per_context_each_on_its_own_cq) {
+  constexpr int n = 3, bits = 2, msgs = 200;
+  ASSERT_NO_FATAL_FAILURE(open_av_bits(bits));
+  scalable* a = open_sep(n, 1);
+  scalable* b = open_sep(1, n);
+  ASSERT_TRUE(a && b);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t)
+    threads.emplace_back([&, t] {
+      fi_addr_t dest = fi_rx_addr(b->addr, t, bits);
+      uint64_t v[msgs];
+      int done = 0;
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      for (int k = 0; k < msgs && std::chrono::steady_clock::now() < deadline;) {
+        v[k] = uint64_t(t) << 32 | uint64_t(k);
+        ssize_t r = fi_tsend(a->tx[t], &v[k], sizeof v[k], nullptr, dest, t, nullptr);
+        if (r == 0) ++k;
+        else if (r != -FI_EAGAIN) { ++failures; return; }
+        fi_cq_tagged_entry e{};
+        if (fi_cq_read(a->tx_cq[t], &e, 1) == 1) ++done;
+      }
+      while (done < msgs && std::chrono::steady_clock::now() < deadline) {
+        fi_cq_tagged_entry e{};
+        ssize_t r = fi_cq_read(a->tx_cq[t], &e, 1);
+        if (r == 1) ++done;
+        else if (r != -FI_EAGAIN) { ++failures; return; }
+      }
+      if (done != msgs) ++failures;
+    });
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<uint64_t> buf(msgs);
+      std::vector<bool> seen(msgs, false);
+      int posted = 0, got = 0;
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (got < msgs && std::chrono::steady_clock::now() < deadline) {
+        if (posted < msgs) {
+          ssize_t p = fi_trecv(b->rx[r], &buf[posted], sizeof buf[0], nullptr, FI_ADDR_UNSPEC,
+                               static_cast<uint64_t>(r), 0, &buf[posted]);
+          if (p == 0) ++posted;
+          else if (p != -FI_EAGAIN) { ++failures; return; }
+        }
+        fi_cq_tagged_entry e{};
+        ssize_t n2 = fi_cq_read(b->rx_cq[r], &e, 1);
+        if (n2 == -FI_EAGAIN) continue;
+        if (n2 != 1) { ++failures; return; }
+        uint64_t v = *static_cast<uint64_t*>(e.op_context);
+        if ((v >> 32) != uint64_t(r) || (v & 0xffffffff) >= msgs || seen[v & 0xffffffff]) {
+          ++failures;
+          return;
+        }
+        seen[v & 0xffffffff] = true;
+        ++got;
+      }
+      if (got != msgs) ++failures;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+// A receive context with no CQ or counter is there as a target of RMA
+// (Open MPI's one-sided btl opens them so). Under manual progress nothing
+// it is bound to drives it: its transmit contexts' progress does, so a
+// write and a read aimed at it complete while the target polls only the CQ
+// of its transmit context.
+TEST_P(sep, a_receive_context_without_a_cq_is_served_through_its_transmit_contexts) {
+  ASSERT_NO_FATAL_FAILURE(open_av_bits(0));
+  scalable* target = open_sep(1, 1, FI_CQ_FORMAT_TAGGED, false);
+  scalable* origin = open_sep(1, 1);
+  ASSERT_TRUE(target && origin);
+  uint64_t window[4] = {0, 0, 0, 0};
+  fid_mr* mr = nullptr;
+  ASSERT_EQ(fi_mr_reg(domain, window, sizeof window, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 7, 0,
+                      &mr, nullptr),
+            0);
+  const uint64_t base =
+      (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uintptr_t>(window) : 0;
+  const uint64_t key = fi_mr_key(mr);
+  uint64_t put[2] = {11, 22}, got[2] = {0, 0};
+  ASSERT_EQ(fi_write(origin->tx[0], put, sizeof put, nullptr, target->addr, base, key, put), 0);
+  ASSERT_EQ(fi_read(origin->tx[0], got, sizeof got, nullptr, target->addr, base, key, got), 0);
+  int done = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (done < 2 && std::chrono::steady_clock::now() < deadline) {
+    fi_cq_tagged_entry e{};
+    ssize_t n = fi_cq_read(origin->tx_cq[0], &e, 1);
+    if (n == 1) ++done;
+    else ASSERT_EQ(n, -FI_EAGAIN);
+    EXPECT_EQ(fi_cq_read(target->tx_cq[0], &e, 1), -FI_EAGAIN);  // drives the target
+  }
+  EXPECT_EQ(done, 2);
+  EXPECT_EQ(window[0], 11u);
+  EXPECT_EQ(window[1], 22u);
+  EXPECT_EQ(got[0], 11u);
+  EXPECT_EQ(got[1], 22u);
+  EXPECT_EQ(fi_close(&mr->fid), 0);
+}
+
+// What fi_getinfo answers: the counts asked for, within max_ep_tx_ctx /
+// max_ep_rx_ctx; more than those finds nothing.
+TEST_P(sep, getinfo_answers_the_context_counts_asked_for) {
+  ASSERT_GE(info->domain_attr->max_ep_tx_ctx, 2u);
+  ASSERT_GE(info->domain_attr->max_ep_rx_ctx, 2u);
+  fi_info* h = fi_dupinfo(hints);
+  h->ep_attr->tx_ctx_cnt = 3;
+  h->ep_attr->rx_ctx_cnt = 2;
+  fi_info* got = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &got), 0);
+  EXPECT_EQ(got->ep_attr->tx_ctx_cnt, 3u);
+  EXPECT_EQ(got->ep_attr->rx_ctx_cnt, 2u);
+  EXPECT_TRUE(got->caps & FI_NAMED_RX_CTX);
+  fi_freeinfo(got);
+  got = nullptr;
+  h->ep_attr->tx_ctx_cnt = info->domain_attr->max_ep_tx_ctx + 1;
+  EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &got), -FI_ENODATA);
+  fi_freeinfo(got);
+  fi_freeinfo(h);
+}
+
+// Bad input: each gets the documented error, one log line, and changes
+// nothing (the endpoint still works afterwards).
+TEST_P(sep, bad_input_is_refused_and_changes_nothing) {
+  ASSERT_NO_FATAL_FAILURE(open_av_bits(2));
+  recorder rec;
+  ASSERT_EQ(rec.ret, 0);
+  // More contexts than the domain offers; an fi_endpoint with several.
+  fi_info* too_many = info_with(info->domain_attr->max_ep_tx_ctx + 1, 1);
+  fid_ep* s = nullptr;
+  EXPECT_EQ(fi_scalable_ep(domain, too_many, &s, nullptr), -FI_EINVAL);
+  EXPECT_EQ(s, nullptr);
+  fi_freeinfo(too_many);
+  fi_info* two = info_with(2, 2);
+  fid_ep* plain = nullptr;
+  EXPECT_EQ(fi_endpoint(domain, two, &plain, nullptr), -FI_EINVAL);
+  EXPECT_EQ(plain, nullptr);
+  EXPECT_GE(rec.with("fi_scalable_ep").size(), 2u);
+  // An AV with negative rx_ctx_bits.
+  fi_av_attr bad{};
+  bad.type = FI_AV_TABLE;
+  bad.rx_ctx_bits = -1;
+  fid_av* bad_av = nullptr;
+  EXPECT_EQ(fi_av_open(domain, &bad, &bad_av, nullptr), -FI_EINVAL);
+  EXPECT_EQ(rec.with("rx_ctx_bits").size(), 1u);
+
+  ASSERT_EQ(fi_scalable_ep(domain, two, &s, nullptr), 0);
+  fi_freeinfo(two);
+  auto* holder = new scalable;
+  holder->ep = s;
+  seps.push_back(holder);
+  fid_ep* c = nullptr;
+  // Indices out of range.
+  EXPECT_EQ(fi_tx_context(s, 2, nullptr, &c, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_tx_context(s, -1, nullptr, &c, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_rx_context(s, 2, nullptr, &c, nullptr), -FI_EINVAL);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_EQ(rec.with("outside the endpoint's 2 contexts").size(), 3u);
+  // Attributes beyond the endpoint's.
+  fi_tx_attr big = *info->tx_attr;
+  big.inject_size = info->tx_attr->inject_size + 1;
+  EXPECT_EQ(fi_tx_context(s, 0, &big, &c, nullptr), -FI_EINVAL);
+  EXPECT_EQ(rec.with("inject_size").size(), 1u);
+  // Enabling before an AV is bound; binding a CQ to the scalable endpoint.
+  EXPECT_EQ(fi_enable(s), -FI_ENOAV);
+  fid_cq* cq = open_cq();
+  EXPECT_EQ(fi_scalable_ep_bind(s, &cq->fid, 0), -FI_EINVAL);
+  // A context opened twice; the endpoint closed while a context is open.
+  fi_tx_attr asked{};
+  asked.size = 8;
+  ASSERT_EQ(fi_tx_context(s, 0, &asked, &c, nullptr), 0);
+  holder->tx.push_back(c);
+  EXPECT_EQ(asked.size, 8u) << "the attributes the context has are returned";
+  EXPECT_EQ(asked.inject_size, info->tx_attr->inject_size);
+  fid_ep* again = nullptr;
+  EXPECT_EQ(fi_tx_context(s, 0, nullptr, &again, nullptr), -FI_EBUSY);
+  EXPECT_EQ(again, nullptr);
+  EXPECT_EQ(fi_close(&s->fid), -FI_EBUSY);
+  // A plain endpoint has no contexts.
+  fid_ep* ep = nullptr;
+  ASSERT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
+  EXPECT_EQ(fi_tx_context(ep, 0, nullptr, &c, nullptr), -FI_ENOSYS);
+  EXPECT_EQ(fi_close(&ep->fid), 0);
+  // After all that, the endpoint works: bind, enable, send to itself.
+  ASSERT_EQ(fi_scalable_ep_bind(s, &av->fid, 0), 0);
+  EXPECT_EQ(fi_scalable_ep_bind(s, &av->fid, 0), -FI_EINVAL) << "an AV bound twice";
+  fid_ep* rx = nullptr;
+  ASSERT_EQ(fi_rx_context(s, 1, nullptr, &rx, nullptr), 0);
+  holder->rx.push_back(rx);
+  fid_cq* rcq = open_cq();
+  ASSERT_EQ(fi_ep_bind(c, &cq->fid, FI_TRANSMIT), 0);
+  ASSERT_EQ(fi_ep_bind(rx, &rcq->fid, FI_RECV), 0);
+  ASSERT_EQ(fi_enable(c), 0);
+  ASSERT_EQ(fi_enable(rx), 0);
+  ASSERT_EQ(fi_enable(s), 0);
+  char name[256];
+  size_t len = sizeof name;
+  ASSERT_EQ(fi_getname(&s->fid, name, &len), 0);
+  ASSERT_EQ(fi_av_insert(av, name, 1, &holder->addr, 0, nullptr), 1);
+  // A receive context the peer does not have: refused, nothing sent.
+  uint64_t v = 42, w = 0;
+  size_t logged = rec.lines_count();
+  EXPECT_LT(fi_send(c, &v, sizeof v, nullptr, fi_rx_addr(holder->addr, 3, 2), nullptr), 0);
+  EXPECT_EQ(rec.lines_count(), logged + 1);
+  ASSERT_EQ(fi_recv(rx, &w, sizeof w, nullptr, FI_ADDR_UNSPEC, &w), 0);
+  ASSERT_EQ(fi_send(c, &v, sizeof v, nullptr, fi_rx_addr(holder->addr, 1, 2), &v), 0);
+  fi_cq_tagged_entry e{};
+  ASSERT_EQ(read_one(rcq, &e), 1);
+  EXPECT_EQ(w, 42u);
+  ASSERT_EQ(read_one(cq, &e), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(all, sep, testing::ValuesIn(all_configs), config_name);
+
+}  // namespace
+}  // namespace conformance
