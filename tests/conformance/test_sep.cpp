@@ -390,7 +390,8 @@ TEST_P(sep, bad_input_is_refused_and_changes_nothing) {
   // A receive context the peer does not have: refused, nothing sent.
   uint64_t v = 42, w = 0;
   size_t logged = rec.lines_count();
-  EXPECT_LT(fi_send(c, &v, sizeof v, nullptr, fi_rx_addr(holder->addr, 3, 2), nullptr), 0);
+  EXPECT_EQ(fi_send(c, &v, sizeof v, nullptr, fi_rx_addr(holder->addr, 3, 2), nullptr),
+            -FI_ECONNREFUSED);
   EXPECT_EQ(rec.lines_count(), logged + 1);
   ASSERT_EQ(fi_recv(rx, &w, sizeof w, nullptr, FI_ADDR_UNSPEC, &w), 0);
   ASSERT_EQ(fi_send(c, &v, sizeof v, nullptr, fi_rx_addr(holder->addr, 1, 2), &v), 0);
