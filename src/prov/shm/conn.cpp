@@ -68,11 +68,7 @@ conn* endpoint::conn_for_rx_ctx(fi_addr_t dest, errc& err) noexcept {
     return nullptr;
   }
   id.index = rx_ctx_index(id.index, static_cast<uint32_t>(i));
-  rx_ctx_hit& h = by_rx_ctx_[(dest ^ (dest >> 32) ^ i) % by_rx_ctx_.size()];
-  if (h.dest == dest && h.c && h.c->id == id) return h.c;
-  conn* c = conn_to(id, err);
-  if (c) h = {dest, c};
-  return c;
+  return conn_to(id, err);  // by identity: conn_index_ holds every peer we reached
 }
 
 conn* endpoint::conn_to(const addr_entry& id, errc& err) noexcept {

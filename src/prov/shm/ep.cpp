@@ -129,8 +129,10 @@ int endpoint::open_context(util::domain& dom, const fi_info& info, size_t fclass
   if (int ret = check_open(dom, info, pidns)) return ret;
   return abi_guard([&]() -> int {
     auto ep = std::make_unique<endpoint>(dom, info, fclass, context);
-    if (fclass == FI_CLASS_TX_CTX) ep->tx_sep_ = &slot->sep();
     ep->sep_slot_ = std::move(slot);
+    if (fclass == FI_CLASS_TX_CTX)  // before any bind registers the hook
+      ep->hook_.fn = ep->locked_ ? &tx_ctx_progress_thunk<util::mutex_lock>
+                                 : &tx_ctx_progress_thunk<util::null_lock>;
     if (errc e = ep->create_region(index); e != errc::ok) return to_fi(e);
     ep->self_ = name;  // fi_getname on a context: the scalable endpoint's
     *out = ep.release();

@@ -141,12 +141,17 @@ void endpoint::cool_all() noexcept {
 
 template <class Lock>
 void endpoint::progress_thunk(void* obj) noexcept {
+  static_cast<endpoint*>(obj)->progress<Lock>();
+}
+
+// A transmit context's hook (chosen at open): it also drives the receive
+// contexts that nothing else drives (util::scalable_ep::adopt). Outside our
+// lock: they take theirs.
+template <class Lock>
+void endpoint::tx_ctx_progress_thunk(void* obj) noexcept {
   auto* ep = static_cast<endpoint*>(obj);
   ep->progress<Lock>();
-  // A transmit context also drives its receive contexts that nothing else
-  // drives (util::scalable_ep::adopt). Outside our lock: they take theirs.
-  if (util::scalable_ep* s = ep->tx_sep_) [[unlikely]]
-    s->progress_orphans();
+  ep->sep_slot_->sep().progress_orphans();
 }
 
 // The progress thread's call (automatic progress only; the manual path
@@ -809,6 +814,7 @@ void endpoint::retire_receives() noexcept {
 #define WEFT_SHM_INSTANTIATE(L)                                                         \
   template const fi_ops_srx_peer* endpoint::peer_table<L>() noexcept;                   \
   template void endpoint::progress_thunk<L>(void*) noexcept;                            \
+  template void endpoint::tx_ctx_progress_thunk<L>(void*) noexcept;                     \
   template bool endpoint::auto_work<L>(void*) noexcept;                                 \
   template bool endpoint::complete_rx<L>(fi_peer_rx_entry*, size_t, int) noexcept;      \
   template void endpoint::finish_rx<L>(fi_peer_rx_entry*, size_t, int) noexcept;        \

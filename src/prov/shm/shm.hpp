@@ -423,6 +423,8 @@ class endpoint : public util::endpoint_object<endpoint> {
   // The progress hook; defined beside progress() so that it is one call.
   template <class Lock>
   static void progress_thunk(void* obj) noexcept;
+  template <class Lock>
+  static void tx_ctx_progress_thunk(void* obj) noexcept;
   // Automatic progress (FI_PROGRESS_AUTO): the domain's progress thread
   // runs this when the endpoint's wait set is readable (a sender's wake, our
   // timer). Work left over wakes the thread again at once; false when none
@@ -676,13 +678,6 @@ class endpoint : public util::endpoint_object<endpoint> {
   };
   std::unordered_map<addr_entry, conn*, id_hash> conn_index_;  // peers by identity
   std::vector<conn*> by_addr_;                        // cache: fi_addr -> conn
-  // fi_addr with receive-context bits -> conn: a small cache of the last
-  // ones (a thread sending to each context of a peer in turn hits it).
-  struct rx_ctx_hit {
-    fi_addr_t dest = FI_ADDR_NOTAVAIL;
-    conn* c = nullptr;
-  };
-  std::array<rx_ctx_hit, 16> by_rx_ctx_{};
   bool busy_ = false;  // a busy list may be non-empty: service() has work
   std::vector<conn*> busy_conns_;
   std::vector<inbound*> busy_in_;
@@ -739,7 +734,6 @@ class endpoint : public util::endpoint_object<endpoint> {
   // A context of a scalable endpoint: its hold on the endpoint, released
   // when the context is destroyed.
   std::unique_ptr<util::sep_slot> sep_slot_;
-  util::scalable_ep* tx_sep_ = nullptr;  // a transmit context's endpoint
   bool adopted_ = false;  // a receive context its transmit contexts drive
 };
 
