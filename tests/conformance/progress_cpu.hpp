@@ -39,4 +39,27 @@ inline double progress_threads_cpu_ms(int& found) {
   return ms;
 }
 
+// How many times this process's progress threads went to sleep (their
+// voluntary context switches, summed): what tells a thread that ticks from
+// one that spins when its CPU time is too high.
+inline long progress_threads_sleeps() {
+  long n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return -1;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string dir = std::string("/proc/self/task/") + e->d_name;
+    std::ifstream comm(dir + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "weft-progress") continue;
+    std::ifstream status(dir + "/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0)
+        n += std::atol(line.c_str() + sizeof "voluntary_ctxt_switches:" - 1);
+  }
+  closedir(d);
+  return n;
+}
+
 }  // namespace conformance

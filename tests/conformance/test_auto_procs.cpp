@@ -97,7 +97,10 @@ struct board {
   uint64_t ep_write, ep_read, mr_write, mr_read, mr_both;
   int cq_count;
   fi_cq_data_entry cq[8];
-  double idle_cpu_ms;
+  // Two idle windows, one after the other: the progress threads' CPU time
+  // and how often they went to sleep in each.
+  double idle_cpu_ms[2];
+  long idle_sleeps[2];
   int idle_threads;  // progress threads found
   char why[256];
 };
@@ -218,13 +221,17 @@ bool target_main(peer& t, board& b, const config& cfg, int go) {
   if (!wait_for_go(go)) return t.fail("the test process left");
   // Idle now (every operation has completed at the initiator): the
   // progress thread sleeps. Still nothing calls into the library.
-  int before_n = 0, after_n = 0;
-  const double before = progress_threads_cpu_ms(before_n);
-  timespec idle{0, 200'000'000};
-  while (nanosleep(&idle, &idle) != 0 && errno == EINTR) {
+  int found = 0;
+  for (int w = 0; w < 2; ++w) {
+    const long sleeps = progress_threads_sleeps();
+    const double before = progress_threads_cpu_ms(found);
+    timespec idle{0, 200'000'000};
+    while (nanosleep(&idle, &idle) != 0 && errno == EINTR) {
+    }
+    b.idle_cpu_ms[w] = progress_threads_cpu_ms(found) - before;
+    b.idle_sleeps[w] = progress_threads_sleeps() - sleeps;
   }
-  b.idle_cpu_ms = progress_threads_cpu_ms(after_n) - before;
-  b.idle_threads = after_n;
+  b.idle_threads = found;
   // The first look. (It also takes the endpoint's lock the progress thread
   // held while it wrote the window: the order ThreadSanitizer needs, as the
   // initiator's completions travelled through another process.)
@@ -493,9 +500,25 @@ TEST_P(auto_procs, a_target_that_calls_nothing_serves_rma_atomics_and_cq_data) {
   EXPECT_EQ(data, (std::vector<uint64_t>{data_small, data_large, data_atomic}));
   // fi_domain(3) lets the thread run at any time; idle, it sleeps.
   EXPECT_GE(b->idle_threads, 1) << "no thread named weft-progress in the target";
-  EXPECT_LT(b->idle_cpu_ms, 2.0) << "the idle progress thread used " << b->idle_cpu_ms
-                                 << " ms of CPU in 200 ms";
-  RecordProperty("idle_cpu_us", static_cast<int>(b->idle_cpu_ms * 1000));
+  // A thread that spins or ticks while idle does so in both windows: at
+  // most 1% of a CPU in the better one, and asleep in both (its idle tick
+  // is 100 ms; a 1 ms tick would sleep 200 times). One window alone may
+  // hold a burst that is not idling: single passes of 1.4-2 ms of CPU that
+  // moved nothing, in the 50 us the thread polls after its last work, seen
+  // about once in 150 runs (shm, bounce buffers; CI failed on two). A
+  // kernel without IRQ_TIME_ACCOUNTING, as here, charges interrupt work to
+  // the thread it interrupts.
+  const double best = std::min(b->idle_cpu_ms[0], b->idle_cpu_ms[1]);
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_LT(b->idle_sleeps[w], 20) << "window " << w << ": the idle progress thread woke "
+                                     << b->idle_sleeps[w] << " times in 200 ms";
+  }
+  EXPECT_LT(best, 2.0) << "the idle progress thread used " << b->idle_cpu_ms[0] << " and "
+                       << b->idle_cpu_ms[1] << " ms of CPU in two windows of 200 ms, going to "
+                       << "sleep " << b->idle_sleeps[0] << " and " << b->idle_sleeps[1] << " times";
+  RecordProperty("idle_cpu_us", static_cast<int>(b->idle_cpu_ms[0] * 1000));
+  RecordProperty("idle_cpu_us_2", static_cast<int>(b->idle_cpu_ms[1] * 1000));
+  RecordProperty("idle_sleeps", static_cast<int>(b->idle_sleeps[0]));
 }
 
 // Killed while large reads, large writes and fetching atomics to it are in
