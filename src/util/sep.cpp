@@ -73,6 +73,22 @@ sep_slot::sep_slot(scalable_ep& sep, bool tx, int index) noexcept
 
 sep_slot::~sep_slot() { sep_->vacate(tx_, index_); }
 
+bool sep_slot::admits_av(const struct fid* ctx) const noexcept {
+  if (sep_->binding_.load(std::memory_order_acquire) == ctx) return true;
+  WEFT_WARN(sep_->domain_->provider(), FI_LOG_EP_CTRL,
+            "fi_ep_bind: a %s context takes its address vector from its scalable endpoint "
+            "(fi_scalable_ep_bind)",
+            tx_ ? "transmit" : "receive");
+  return false;
+}
+
+int scalable_ep::bind_av_to(fid_ep* ctx, struct fid* av_fid) noexcept {
+  binding_.store(&ctx->fid, std::memory_order_release);
+  int ret = fi_ep_bind(ctx, av_fid, 0);
+  binding_.store(nullptr, std::memory_order_release);
+  return ret;
+}
+
 bool scalable_ep::is(const struct fid* f) noexcept {
   return f && f->fclass == FI_CLASS_SEP &&
          f->ops == &fid_thunks<scalable_ep, fid_ep>::table;
@@ -158,7 +174,7 @@ int scalable_ep::bind(struct fid* bfid, uint64_t flags) {
   for (auto* slots : {&tx_, &rx_})
     for (fid_ep* c : *slots)
       if (c && c != opening())
-        if (int ret = fi_ep_bind(c, bfid, 0)) return ret;  // logged by the context
+        if (int ret = bind_av_to(c, bfid)) return ret;  // logged by the context
   av_.reset(a);
   return 0;
 }
@@ -272,7 +288,7 @@ int scalable_ep::open_context(bool tx, int index, const fi_info& info, fid_ep** 
     std::lock_guard<std::mutex> g(mutex_);
     slots[i] = ctx;
     // Implicitly bound to the AV bound before (fi_endpoint(3)).
-    if (av_) ret = fi_ep_bind(ctx, &av_->fid, 0);
+    if (av_) ret = bind_av_to(ctx, &av_->fid);
   }
   if (ret) {
     fi_close(&ctx->fid);  // frees the slot

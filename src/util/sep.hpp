@@ -29,6 +29,7 @@
 
 #include <rdma/fi_endpoint.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -58,6 +59,12 @@ class sep_slot {
   sep_slot(const sep_slot&) = delete;
   sep_slot& operator=(const sep_slot&) = delete;
   scalable_ep& sep() const noexcept { return *sep_; }
+  // Whether `ctx` (the context holding this slot) may take the AV `bfid` in
+  // fi_ep_bind: only from its scalable endpoint, which binds its one AV to
+  // every context (fi_endpoint(3)). One bound directly would make the
+  // endpoint's own bind fail on that context after binding the others.
+  // Refusals are logged.
+  bool admits_av(const struct fid* ctx) const noexcept;
 
  private:
   ref<scalable_ep> sep_;
@@ -116,6 +123,9 @@ class scalable_ep : public endpoint_object<scalable_ep> {
  private:
   friend class sep_slot;
   void vacate(bool tx, int index) noexcept;
+  // Binds the AV to one context (under mutex_), marked so that the
+  // context's bind admits it (sep_slot::admits_av).
+  int bind_av_to(fid_ep* ctx, struct fid* av_fid) noexcept;
   // The mark of a slot whose context is being opened.
   fid_ep* opening() noexcept { return this; }
   // Opens one context: the index checked and taken, `info` narrowed.
@@ -132,6 +142,7 @@ class scalable_ep : public endpoint_object<scalable_ep> {
   std::mutex mutex_;  // the slots and the AV: control path only
   std::vector<fid_ep*> tx_, rx_;  // open contexts (null: free)
   ref<av> av_;
+  std::atomic<const struct fid*> binding_{nullptr};  // the context bind_av_to binds now
   std::atomic<uint32_t> orphans_{0};
   std::mutex orphan_mutex_;  // the list and every run of it
   std::vector<progress_hook> orphan_hooks_;

@@ -162,8 +162,10 @@ srx_entry describe(const iovec* iov, void** desc, size_t count, fi_addr_t src, v
 
 }  // namespace
 
+// A source given with receive-context bits (fi_rx_addr) is the endpoint
+// without them: messages name their sender, never one of its contexts.
 fi_addr_t srx::report(fi_addr_t src) const noexcept {
-  return av_->report(src);
+  return av_->report(av_->strip_rx(src));
 }
 
 template <class Lock>

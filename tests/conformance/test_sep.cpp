@@ -156,7 +156,10 @@ TEST_P(sep, each_message_reaches_the_receive_context_it_names) {
 
 // A directed receive on a receive context names the sending scalable
 // endpoint by the one address it was inserted under, whichever transmit
-// context sends; a message from another sender waits.
+// context sends; a message from another sender waits. A source given with
+// receive-context bits (the address one sends to a context of it with,
+// fi_rx_addr) names the same sender: a source is an endpoint, not one of
+// its receive contexts.
 TEST_P(sep, a_directed_receive_matches_any_transmit_context_of_its_sender) {
   ASSERT_NO_FATAL_FAILURE(open_av_bits(1));
   scalable* a = open_sep(2, 1);
@@ -164,8 +167,10 @@ TEST_P(sep, a_directed_receive_matches_any_transmit_context_of_its_sender) {
   scalable* c = open_sep(1, 1);
   ASSERT_TRUE(a && b && c);
   uint64_t got[2] = {0, 0};
-  for (auto& g : got)
-    ASSERT_EQ(fi_trecv(b->rx[1], &g, sizeof g, nullptr, a->addr, 7, 0, &g), 0);
+  ASSERT_EQ(fi_trecv(b->rx[1], &got[0], sizeof got[0], nullptr, a->addr, 7, 0, &got[0]), 0);
+  ASSERT_EQ(fi_trecv(b->rx[1], &got[1], sizeof got[1], nullptr, fi_rx_addr(a->addr, 1, 1), 7, 0,
+                     &got[1]),
+            0);
   uint64_t from_c = 3, from_a0 = 1, from_a1 = 2;
   fi_addr_t to_b1 = fi_rx_addr(b->addr, 1, 1);
   ASSERT_EQ(fi_tsend(c->tx[0], &from_c, sizeof from_c, nullptr, to_b1, 7, nullptr), 0);
@@ -371,6 +376,10 @@ TEST_P(sep, bad_input_is_refused_and_changes_nothing) {
   ASSERT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
   EXPECT_EQ(fi_tx_context(ep, 0, nullptr, &c, nullptr), -FI_ENOSYS);
   EXPECT_EQ(fi_close(&ep->fid), 0);
+  // A context takes its AV from its scalable endpoint: bound directly, the
+  // scalable endpoint's own bind would later fail on it, half done.
+  EXPECT_EQ(fi_ep_bind(c, &av->fid, 0), -FI_EINVAL);
+  EXPECT_EQ(rec.with("takes its address vector from its scalable endpoint").size(), 1u);
   // After all that, the endpoint works: bind, enable, send to itself.
   ASSERT_EQ(fi_scalable_ep_bind(s, &av->fid, 0), 0);
   EXPECT_EQ(fi_scalable_ep_bind(s, &av->fid, 0), -FI_EINVAL) << "an AV bound twice";

@@ -238,6 +238,8 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
     return to_fi(errc::opbadstate);
   }
   if (bfid->fclass == FI_CLASS_SRX_CTX) return bind_srx(bfid, flags);
+  if (bfid->fclass == FI_CLASS_AV && sep_slot_ && !sep_slot_->admits_av(&fid))
+    return to_fi(errc::inval);
   return bound_.bind(*domain_, bfid, flags, hook_, wait_source());
 }
 
