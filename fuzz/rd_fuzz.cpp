@@ -114,14 +114,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     verdict r = l.receive(v, now, on_ack);
     FUZZ_CHECK(acked <= in_flight);
     FUZZ_CHECK(l.in_flight_count() == in_flight - acked);
-    if (r == verdict::restart) {
-      l.reset(0x9999u);
+    if (r == verdict::restart || r == verdict::renewed) {
+      if (r == verdict::restart)
+        l.reset(0x9999u);
+      else
+        l.renew();  // (the provider sends what it had queued again)
+      FUZZ_CHECK(!l.in_flight() && l.expected() == 0 && l.unacked() == 0);
       assembling = false;
-      acked = in_flight;  // everything of ours failed with the old incarnation
+      acked = in_flight;  // everything of ours failed, or is to be sent again
       expect_before = l.expected();
       una_before = l.unacked();
       r = l.receive(v, now, on_ack);
-      FUZZ_CHECK(r != verdict::restart);
+      FUZZ_CHECK(r != verdict::restart && r != verdict::renewed);
     }
     if (r == verdict::invalid) FUZZ_CHECK(l.unacked() == una_before);
     if (r != verdict::deliver) {

@@ -19,7 +19,7 @@ bool link::grow() noexcept {
 // the deviation; later ones move them by 1/8 and 1/4. The timeout is the mean
 // plus four deviations, within [rto_min, rto_max].
 void link::measured(uint64_t rtt_ns) noexcept {
-  const uint32_t r = uint32_t(std::min<uint64_t>(rtt_ns / 1000 + 1, rto_max_us_));
+  const uint32_t r = uint32_t(std::min<uint64_t>(rtt_ns / 1000 + 1, cfg_->rto_max_us));
   if (srtt_us_ == 0) {
     srtt_us_ = r;
     rttvar_us_ = r / 2;
@@ -28,7 +28,7 @@ void link::measured(uint64_t rtt_ns) noexcept {
     rttvar_us_ = (3 * rttvar_us_ + diff) / 4;
     srtt_us_ = (7 * srtt_us_ + r) / 8;
   }
-  rto_us_ = std::clamp(srtt_us_ + 4 * rttvar_us_, rto_min_us_, rto_max_us_);
+  rto_us_ = std::clamp(srtt_us_ + 4 * rttvar_us_, cfg_->rto_min_us, cfg_->rto_max_us);
 }
 
 const char* describe(malformed m) noexcept {
@@ -40,6 +40,7 @@ const char* describe(malformed m) noexcept {
     case malformed::bad_kind: return "an unknown kind";
     case malformed::bad_flags: return "unknown or misplaced flags";
     case malformed::zero_epoch: return "no sender incarnation";
+    case malformed::zero_instance: return "no sending endpoint";
     case malformed::bad_length: return "a payload length that does not match";
     case malformed::ack_with_payload: return "an acknowledgement with payload";
     case malformed::reserved_set: return "reserved bits set";

@@ -43,6 +43,15 @@
 //  * Incarnations are per link (start, reset): a link declared dead starts
 //    again under a new epoch, so the peer, if it still lives, sees a new
 //    incarnation and drops what it had half-received from the old one.
+//  * Renewal. A link made by start() is fresh and says so (rd_proto.hpp);
+//    one made again by reset() is not. The provider may drop a link that
+//    is idle both ways (nothing in flight, nothing owed, nothing
+//    half-received, nothing heard for longer than the peer's timeout) and
+//    start a new one when it next needs it. The peer's link, seeing that
+//    fresh link of the same endpoint, answers `renewed`: the provider calls
+//    renew(), which numbers both streams from 0 again, and sends what it had
+//    queued from its start; none of it was delivered, so nothing is lost or
+//    repeated.
 //
 // Memory: an idle link is this object (a few dozen bytes); the ring of
 // datagrams in flight is allocated on the first send and released by
@@ -70,6 +79,7 @@ struct config {
   uint32_t rto_max_us = 500000;
   uint64_t peer_timeout_ns = 10'000'000'000;  // nothing acknowledged for this long: the peer is gone
   uint32_t dup_acks = 3;                    // duplicate acknowledgements that resend at once
+  uint32_t instance = 1;                    // the endpoint's identity on the wire, never 0
 };
 
 // A data datagram in flight: what the provider needs to send it again.
@@ -89,6 +99,8 @@ enum class verdict : uint8_t {
   ack_only,      // an acknowledgement, consumed
   stale,         // meant for an earlier incarnation of this endpoint
   restart,       // the peer is a new incarnation: reset() it, then receive() again
+  renewed,       // the peer dropped its idle link and made a fresh one: renew(),
+                 // send what was queued again from its start, then receive() again
   invalid,       // numbers no correct peer sends (acknowledges data never sent, ...)
 };
 
@@ -134,7 +146,7 @@ class link {
   // The header of the next data datagram (this link's numbers and our ack).
   void stamp_data(dgram& h, uint8_t flags, uint32_t bytes) noexcept {
     stamp(h, kind::data);
-    h.flags = flags;
+    h.flags |= flags;
     h.seq = next_;
     h.bytes = bytes;
   }
@@ -155,7 +167,7 @@ class link {
   // stamp_resend.
   void stamp_resend(dgram& h, const flight& f, uint32_t seq) noexcept {
     stamp(h, kind::data);
-    h.flags = f.flags;
+    h.flags |= f.flags;
     h.seq = seq;
     h.bytes = f.bytes;
   }
@@ -167,8 +179,11 @@ class link {
     const uint32_t my_epoch = my_epoch_;
     const bool data = h.kind == uint8_t(kind::data);
     if (peer_epoch_ != h.epoch) {
-      if (peer_epoch_ != 0) return verdict::restart;
-      peer_epoch_ = h.epoch;  // a new peer, or one reset
+      if (peer_epoch_ != 0)
+        return h.instance == peer_instance_ && (h.flags & flag_fresh) ? verdict::renewed
+                                                                        : verdict::restart;
+      peer_epoch_ = h.epoch;  // a new peer, or one reset or renewed
+      peer_instance_ = h.instance;
       if (h.to_epoch && h.to_epoch != my_epoch) {
         // It talks to a previous incarnation of ours: the acknowledgement
         // owed now tells it we are new (it restarts its side).
@@ -205,7 +220,7 @@ class link {
         take_ack(h.ack, now, acked);
       } else if (h.ack == una_ && in_flight() && h.kind == uint8_t(kind::ack) && h.window) {
         // (An answer of "no room" is no sign of loss.)
-        if (++dup_acks_ == dup_acks_limit_) fast_resend_ = true;
+        if (++dup_acks_ == cfg_->dup_acks) fast_resend_ = true;
       }
     }
     if (!data) return verdict::ack_only;
@@ -245,21 +260,21 @@ class link {
     if (!in_flight()) return UINT64_MAX;
     if (fast_resend_) return 0;
     return std::min(ring_[una_ & mask_].sent_ns + uint64_t(rto_us_) * 1000,
-                    progress_ns_ + peer_timeout_ns_);
+                    progress_ns_ + cfg_->peer_timeout_ns);
   }
   template <class Resend>
   tick_result tick(uint64_t now, Resend&& resend) noexcept {
     if (!in_flight()) return tick_result::idle;
-    if (now - progress_ns_ >= peer_timeout_ns_) return tick_result::dead;
+    if (now - progress_ns_ >= cfg_->peer_timeout_ns) return tick_result::dead;
     const bool timeout = now >= ring_[una_ & mask_].sent_ns + uint64_t(rto_us_) * 1000;
     if (!timeout && !fast_resend_) return tick_result::ok;
     if (timeout) {
       // Back off; a held peer is probed often enough to hear it answer
       // within its timeout.
-      rto_us_ = std::min(rto_us_ * 2, rto_max_us_);
+      rto_us_ = std::min(rto_us_ * 2, cfg_->rto_max_us);
       if (peer_held_)
         rto_us_ = std::max<uint32_t>(
-            1, std::min<uint64_t>(rto_us_, peer_timeout_ns_ / 4000));
+            1, std::min<uint64_t>(rto_us_, cfg_->peer_timeout_ns / 4000));
     }
     fast_resend_ = false;
     dup_acks_ = 0;
@@ -274,30 +289,33 @@ class link {
   }
 
   // ---- life ----
+  // `c` is the endpoint's, shared by its links: it outlives them.
   void configure(const config& c) noexcept {
+    cfg_ = &c;
     cfg_window_ = std::clamp<uint32_t>(c.window, min_window, max_window);
     rto_us_ = c.rto_init_us;
-    rto_min_us_ = c.rto_min_us;
-    rto_max_us_ = c.rto_max_us;
-    peer_timeout_ns_ = c.peer_timeout_ns;
-    dup_acks_limit_ = c.dup_acks;
   }
-  // This side's incarnation on the link: random, never 0, and new after
-  // every reset, so the peer learns that whatever it had from us is gone.
-  void start(uint32_t my_epoch) noexcept { my_epoch_ = my_epoch ? my_epoch : 1; }
+  // This side's incarnation on a fresh link: random, never 0.
+  void start(uint32_t my_epoch) noexcept {
+    my_epoch_ = my_epoch ? my_epoch : 1;
+    fresh_ = true;
+  }
   // Forgets the peer (a new incarnation, or one declared dead): the provider
   // has failed whatever was in flight. Keeps the configuration; `my_epoch`
-  // is this side's new incarnation.
+  // is this side's new incarnation, which the peer sees as a restart (not
+  // fresh: this side may have taken data the peer never saw acknowledged).
   void reset(uint32_t my_epoch) noexcept {
     start(my_epoch);
-    ring_.reset();
-    mask_ = 0;
-    next_ = una_ = expect_ = 0;
-    peer_epoch_ = 0;
-    peer_window_ = min_window;
-    ack_due_ = fast_resend_ = refusing_ = peer_held_ = resuming_ = false;
-    dup_acks_ = 0;
+    fresh_ = false;
+    forget_streams();
     srtt_us_ = rttvar_us_ = 0;
+  }
+  // The peer's link was renewed (verdict::renewed): both streams start
+  // again at 0 under its new epoch, ours unchanged. Nothing in flight was
+  // delivered: the provider sends it all again (sent() anew).
+  void renew() noexcept {
+    forget_streams();
+    ack_due_ = true;  // our epoch and window, to the new link
   }
   // Every datagram in flight, oldest first, with its number (to fail them).
   template <class F>
@@ -311,6 +329,7 @@ class link {
   }
 
   uint32_t peer_epoch() const noexcept { return peer_epoch_; }
+  bool fresh() const noexcept { return fresh_; }
   uint32_t my_epoch() const noexcept { return my_epoch_; }
   uint32_t rto_us() const noexcept { return rto_us_; }
   uint32_t srtt_us() const noexcept { return srtt_us_; }
@@ -320,18 +339,27 @@ class link {
   uint32_t peer_window() const noexcept { return peer_window_; }
 
  private:
+  void forget_streams() noexcept {
+    ring_.reset();
+    mask_ = 0;
+    next_ = una_ = expect_ = 0;
+    peer_epoch_ = peer_instance_ = 0;
+    peer_window_ = min_window;
+    ack_due_ = fast_resend_ = refusing_ = peer_held_ = resuming_ = false;
+    dup_acks_ = 0;
+  }
   void stamp(dgram& h, kind k) noexcept {
     h.magic = magic;
     h.version = version;
     h.kind = uint8_t(k);
-    h.flags = 0;
+    h.flags = fresh_ ? flag_fresh : 0;
     h.epoch = my_epoch_;
     h.to_epoch = peer_epoch_;
     h.seq = 0;
     h.ack = expect_;
     h.window = refusing_ ? 0 : cfg_window_;
     h.bytes = 0;
-    h.reserved = 0;
+    h.instance = cfg_->instance;
   }
   bool grow() noexcept;
   template <class Acked>
@@ -359,29 +387,36 @@ class link {
       unback();  // the peer answers: the back-off of earlier timeouts is over
   }
   void unback() noexcept {
-    if (srtt_us_) rto_us_ = std::clamp(srtt_us_ + 4 * rttvar_us_, rto_min_us_, rto_max_us_);
+    if (srtt_us_) rto_us_ = std::clamp(srtt_us_ + 4 * rttvar_us_, cfg_->rto_min_us, cfg_->rto_max_us);
   }
   void measured(uint64_t rtt_ns) noexcept;
 
+  static const config& defaults() noexcept {
+    static const config c;
+    return c;
+  }
+
   std::unique_ptr<flight[]> ring_;
+  const config* cfg_ = &defaults();  // the endpoint's (configure)
   uint32_t mask_ = 0;
   uint32_t next_ = 0;         // number of the next data datagram we send
   uint32_t una_ = 0;          // oldest of ours not acknowledged
   uint32_t expect_ = 0;       // number of the next datagram we take from the peer
   uint32_t peer_epoch_ = 0;   // the peer's incarnation, 0: none heard yet
+  uint32_t peer_instance_ = 0;  // the peer endpoint's instance, with peer_epoch_
   uint32_t my_epoch_ = 1;     // ours on this link (start / reset)
   uint32_t peer_window_ = min_window;  // until the peer says what it takes
   uint32_t cfg_window_ = 256;
-  uint32_t rto_us_ = 20000, rto_min_us_ = 2000, rto_max_us_ = 500000;
+  uint32_t rto_us_ = 20000;
   uint32_t srtt_us_ = 0, rttvar_us_ = 0;
-  uint32_t dup_acks_ = 0, dup_acks_limit_ = 3;
-  uint64_t peer_timeout_ns_ = 10'000'000'000;
+  uint32_t dup_acks_ = 0;
   uint64_t progress_ns_ = 0;  // when the peer last acknowledged something (or we started waiting)
   bool ack_due_ = false;
   bool fast_resend_ = false;
   bool refusing_ = false;   // we could not take the peer's next datagram (refuse)
   bool peer_held_ = false;  // the peer could not take ours (it advertised window 0)
   bool resuming_ = false;   // it reopened: one probe until it takes something
+  bool fresh_ = true;       // made by start(), not reset(): its datagrams say flag_fresh
 };
 
 }  // namespace weft::util::rd

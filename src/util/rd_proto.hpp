@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// weft — reliable datagrams, the wire format, version 1.
+// weft — reliable datagrams, the wire format, version 2.
 //
 // The reliability layer (rd_link.hpp) turns any datagram endpoint into a
 // reliable, ordered one (FI_EP_RDM over udp). Every datagram it sends starts
@@ -27,6 +27,22 @@
 // datagram naming an older incarnation of the receiver is stale and dropped,
 // so acknowledgements meant for a previous process never acknowledge ours.
 //
+// Endpoints and links. Epochs are per link: a link declared dead starts
+// again under a new one. `instance` names the sending endpoint itself
+// (random, non-zero, for its whole life), so a receiver can tell a new link
+// of the same endpoint from another endpoint at the same address. A link
+// made fresh (the sender had no state for the receiver: it never talked to
+// it, or reclaimed an idle link to it) says so with flag_fresh on every
+// datagram: the sender holds nothing the receiver sent that the receiver has
+// not seen acknowledged. An endpoint reclaims a link only after it was idle
+// both ways for longer than a peer's timeout, so the peer's retransmissions
+// of anything acknowledged have ended. A receiver that sees a new epoch of
+// the same instance with flag_fresh *renews* its link: both streams number
+// from 0 again and what it had in flight goes again, nothing failed. A new
+// epoch of another instance, or one without flag_fresh (the old link was
+// declared dead), is a restart as above. (Version 1 had no instance and no
+// flag_fresh; the two versions refuse each other's datagrams.)
+//
 // Sequence numbers are 32 bits and wrap; a receiver accepts only the next
 // one in order (the window bounds what a sender has in flight, far below
 // 2^31, so comparisons modulo 2^32 are unambiguous).
@@ -47,27 +63,28 @@ static_assert(std::endian::native == std::endian::little,
               "the reliable-datagram wire format is little-endian");
 
 inline constexpr uint8_t magic = 0xd7;  // first byte of every datagram
-inline constexpr uint8_t version = 1;
+inline constexpr uint8_t version = 2;
 
 enum class kind : uint8_t { data = 1, ack = 2 };
 
 // dgram::flags
 inline constexpr uint8_t flag_first = 1;  // the first datagram of a message: a msg header follows
 inline constexpr uint8_t flag_last = 2;   // the last datagram of a message
-inline constexpr uint8_t flags_known = flag_first | flag_last;
+inline constexpr uint8_t flag_fresh = 4;  // the sender's link began fresh (any kind; see above)
+inline constexpr uint8_t flags_known = flag_first | flag_last | flag_fresh;
 
 struct dgram {
   uint8_t magic;       // rd::magic
   uint8_t version;     // rd::version
   uint8_t kind;        // rd::kind
-  uint8_t flags;       // flag_first / flag_last (data only)
+  uint8_t flags;       // flag_first / flag_last (data only); flag_fresh
   uint32_t epoch;      // the sender's incarnation, never 0
   uint32_t to_epoch;   // the receiver's incarnation as the sender knows it, 0: unknown
   uint32_t seq;        // data: this datagram's number; ack: 0
   uint32_t ack;        // the next number the sender expects on the reverse stream
   uint32_t window;     // datagrams the sender takes beyond `ack`; 0: none now (held)
   uint32_t bytes;      // payload bytes in this datagram (after the msg header, if any)
-  uint32_t reserved;   // 0
+  uint32_t instance;   // the sending endpoint, never 0
 };
 static_assert(sizeof(dgram) == 32 && std::is_standard_layout_v<dgram>);
 
@@ -97,6 +114,7 @@ enum class malformed : uint8_t {
   bad_kind,
   bad_flags,         // unknown flag bits, or message flags on an ack
   zero_epoch,
+  zero_instance,
   bad_length,        // `bytes` does not match the datagram's size
   ack_with_payload,
   reserved_set,
@@ -114,10 +132,10 @@ inline malformed parse(const void* buf, size_t n, view& out) noexcept {
   if (h.kind != uint8_t(kind::data) && h.kind != uint8_t(kind::ack)) return malformed::bad_kind;
   if (h.flags & ~flags_known) return malformed::bad_flags;
   if (h.epoch == 0) return malformed::zero_epoch;
-  if (h.reserved) return malformed::reserved_set;
+  if (h.instance == 0) return malformed::zero_instance;
   size_t head = sizeof(dgram);
   if (h.kind == uint8_t(kind::ack)) {
-    if (h.flags) return malformed::bad_flags;
+    if (h.flags & ~flag_fresh) return malformed::bad_flags;
     if (h.bytes || n != head) return malformed::ack_with_payload;
     out.payload = nullptr;
     return malformed::none;

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -30,6 +31,7 @@
 #include <random>
 #include <map>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace conformance {
@@ -439,12 +441,12 @@ TEST(udp_rdm, hostile_datagrams_are_dropped_and_change_nothing) {
     ::sendto(h, d, n, 0, reinterpret_cast<const sockaddr*>(&b_name), sizeof b_name);
   };
   // The header as the wire format documents it (rd_proto.hpp): magic 0xd7,
-  // version 1, kind (1 data, 2 ack), flags (1 first, 2 last), then
-  // epoch, to_epoch, seq, ack, window, bytes, reserved as 32-bit integers,
+  // version 2, kind (1 data, 2 ack), flags (1 first, 2 last, 4 fresh), then
+  // epoch, to_epoch, seq, ack, window, bytes, instance as 32-bit integers,
   // then on a first datagram op, 7 reserved bytes, len, tag, data.
   struct hdr {
-    uint8_t magic = 0xd7, version = 1, kind = 1, flags = 3;
-    uint32_t epoch = 77, to_epoch = 0, seq = 0, ack = 0, window = 16, bytes = 0, reserved = 0;
+    uint8_t magic = 0xd7, version = 2, kind = 1, flags = 3;
+    uint32_t epoch = 77, to_epoch = 0, seq = 0, ack = 0, window = 16, bytes = 0, instance = 5;
   };
   struct msg {
     uint8_t op = 1, reserved[7] = {};
@@ -469,6 +471,12 @@ TEST(udp_rdm, hostile_datagrams_are_dropped_and_change_nothing) {
   {
     hdr hh;
     hh.version = 9;
+    msg mm;
+    shoot(d.data(), build(hh, mm, 0));
+  }
+  {
+    hdr hh;
+    hh.instance = 0;  // no sending endpoint
     msg mm;
     shoot(d.data(), build(hh, mm, 0));
   }
@@ -575,6 +583,105 @@ TEST(udp_rdm, a_peer_restarted_on_the_same_port_is_heard_afresh) {
     s.eps.pop_back();
     ASSERT_EQ(fi_close(&b->fid), 0);
   }
+}
+
+// An idle peer's reliability state is reclaimed (FI_UDP_RDM_PEER_IDLE_MS)
+// and comes back with the next message, nothing lost or repeated: first
+// only a reclaims (only a is progressed while both are idle), then b, which
+// kept its link, sends to a's fresh one while a sends too; b's link renews
+// and its messages go again under new numbers. Then both reclaim, and talk
+// again as new peers. Two domains, so that reading one CQ progresses one
+// endpoint only. ctest's conformance.udp_rdm_idle sets the parameters.
+TEST(udp_rdm, an_idle_peer_s_state_is_reclaimed_and_comes_back_with_nothing_lost) {
+  const char* idle = std::getenv("FI_UDP_RDM_PEER_IDLE_MS");
+  const char* timeout = std::getenv("FI_UDP_RDM_PEER_TIMEOUT_MS");
+  if (!idle || !timeout || std::atol(idle) <= 0 || std::atol(idle) > 2000 ||
+      std::atol(timeout) <= 0 || std::atol(timeout) > 1000)
+    GTEST_SKIP() << "needs FI_UDP_RDM_PEER_IDLE_MS <= 2 s and FI_UDP_RDM_PEER_TIMEOUT_MS <= 1 s "
+                    "(ctest's conformance.udp_rdm_idle)";
+  // The endpoint waits at least twice the peer timeout (udp.hpp).
+  const auto idle_for =
+      std::chrono::milliseconds(std::max(std::atol(idle), 2 * std::atol(timeout)));
+  stack sa, sb;
+  ASSERT_TRUE(sa.dom && sb.dom);
+  fid_ep* a = sa.endpoint();
+  fid_ep* b = sb.endpoint();
+  ASSERT_TRUE(a && b);
+  const fi_addr_t fb = sa.insert(sb.name(b)), fa = sb.insert(sa.name(a));
+  recorder rec;
+  ASSERT_EQ(rec.ret, 0);
+  // Messages both ways, each checked; both CQs are read until all are done.
+  unsigned seed = 0;
+  auto exchange = [&](int from_b, int from_a) {
+    std::vector<std::vector<char>> out_b, out_a, in_a(from_b), in_b(from_a);
+    std::vector<fi_context> rctx_a(from_b), rctx_b(from_a), sctx_b(from_b), sctx_a(from_a);
+    for (int i = 0; i < from_b; ++i) {
+      out_b.push_back(pattern(1000 + 9000 * i, ++seed));
+      in_a[i].assign(out_b[i].size(), 0);
+      ASSERT_EQ(fi_recv(a, in_a[i].data(), in_a[i].size(), nullptr, FI_ADDR_UNSPEC, &rctx_a[i]), 0);
+    }
+    for (int i = 0; i < from_a; ++i) {
+      out_a.push_back(pattern(500 + 7000 * i, ++seed));
+      in_b[i].assign(out_a[i].size(), 0);
+      ASSERT_EQ(fi_recv(b, in_b[i].data(), in_b[i].size(), nullptr, FI_ADDR_UNSPEC, &rctx_b[i]), 0);
+    }
+    for (int i = 0; i < from_b; ++i)
+      ASSERT_EQ(fi_send(b, out_b[i].data(), out_b[i].size(), nullptr, fa, &sctx_b[i]), 0);
+    for (int i = 0; i < from_a; ++i)
+      ASSERT_EQ(fi_send(a, out_a[i].data(), out_a[i].size(), nullptr, fb, &sctx_a[i]), 0);
+    std::vector<void*> want_a, want_b;
+    for (auto& c : rctx_a) want_a.push_back(&c);
+    for (auto& c : sctx_a) want_a.push_back(&c);
+    for (auto& c : rctx_b) want_b.push_back(&c);
+    for (auto& c : sctx_b) want_b.push_back(&c);
+    std::vector<void*> order_a;  // receive completions at a, in order
+    auto until = clock_type::now() + std::chrono::seconds(20);
+    while ((!want_a.empty() || !want_b.empty()) && clock_type::now() < until) {
+      for (auto [cq, want, order] : {std::tuple{sa.cq, &want_a, &order_a},
+                                     std::tuple{sb.cq, &want_b, (std::vector<void*>*)nullptr}}) {
+        fi_cq_tagged_entry e[8];
+        ssize_t n = fi_cq_read(cq, e, 8);
+        if (n == -FI_EAVAIL) {
+          fi_cq_err_entry ee{};
+          fi_cq_readerr(cq, &ee, 0);
+          FAIL() << "an operation failed: " << fi_strerror(ee.err);
+        }
+        for (ssize_t k = 0; k < n; ++k) {
+          auto it = std::find(want->begin(), want->end(), e[k].op_context);
+          ASSERT_NE(it, want->end()) << "a completion twice, or for nothing of ours";
+          want->erase(it);
+          if (order && (e[k].flags & FI_RECV)) order->push_back(e[k].op_context);
+        }
+      }
+    }
+    ASSERT_TRUE(want_a.empty() && want_b.empty()) << "operations still not complete";
+    for (int i = 0; i < from_b; ++i) EXPECT_EQ(in_a[i], out_b[i]) << "from b, message " << i;
+    for (int i = 0; i < from_a; ++i) EXPECT_EQ(in_b[i], out_a[i]) << "from a, message " << i;
+    for (int i = 0; i < from_b; ++i) EXPECT_EQ(order_a[i], &rctx_a[i]) << "in order";
+  };
+  // Polls the CQs of `stacks` until `lines` reclaims have been logged.
+  auto idle_until_reclaimed = [&](std::initializer_list<stack*> stacks, size_t lines) {
+    auto until = clock_type::now() + 3 * idle_for + std::chrono::seconds(2);
+    while (rec.with("idle peers' state reclaimed: 1 ").size() < lines &&
+           clock_type::now() < until)
+      for (stack* st : stacks) {
+        fi_cq_tagged_entry e;
+        EXPECT_EQ(fi_cq_read(st->cq, &e, 1), -FI_EAGAIN);
+      }
+    return rec.with("idle peers' state reclaimed: 1 ").size();
+  };
+  ASSERT_NO_FATAL_FAILURE(exchange(1, 1));
+  EXPECT_EQ(rec.with("idle peers' state reclaimed").size(), 0u) << "not before it is idle";
+  ASSERT_EQ(idle_until_reclaimed({&sa}, 1), 1u) << "a reclaims b's state";
+  // b kept its link: its first datagrams name a's old one.
+  ASSERT_NO_FATAL_FAILURE(exchange(3, 2));
+  EXPECT_EQ(rec.with("made a fresh link to us").size(), 1u) << "b's link renewed";
+  EXPECT_EQ(rec.with("its operations fail").size(), 0u);
+  // Both reclaim; they meet again as new peers.
+  ASSERT_EQ(idle_until_reclaimed({&sa, &sb}, 3), 3u) << "a and b reclaim each other's state";
+  ASSERT_NO_FATAL_FAILURE(exchange(2, 2));
+  EXPECT_EQ(rec.with("made a fresh link to us").size(), 1u) << "new on both sides: no renewal";
+  EXPECT_EQ(rec.with("its operations fail").size(), 0u);
 }
 
 // A receiver that is alive but has no room (no receive posted and its
@@ -758,8 +865,8 @@ TEST(udp_rdm, rma_and_atomics_cross_a_network_that_loses_duplicates_and_reorders
 // The datagrams of RMA requests and answers as the wire format documents
 // them (util/rd_proto.hpp, prov/udp/rdm_proto.hpp).
 struct wire_dgram {
-  uint8_t magic = 0xd7, version = 1, kind = 1, flags = 3;  // data, first and last
-  uint32_t epoch = 81, to_epoch = 0, seq = 0, ack = 0, window = 16, bytes = 0, reserved = 0;
+  uint8_t magic = 0xd7, version = 2, kind = 1, flags = 3;  // data, first and last
+  uint32_t epoch = 81, to_epoch = 0, seq = 0, ack = 0, window = 16, bytes = 0, instance = 8;
 };
 struct wire_msg {
   uint8_t op = 0, reserved[7] = {};

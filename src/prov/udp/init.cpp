@@ -56,7 +56,14 @@ fi_provider* weft_udp_provider() noexcept {
     fi_param_define(&provider(), "rdm_unexp_limit", FI_PARAM_SIZE_T,
                     "FI_EP_RDM: bytes of unexpected messages an endpoint holds before new "
                     "messages wait at their senders (default: 268435456)");
+    fi_param_define(&provider(), "rdm_peer_idle_ms", FI_PARAM_SIZE_T,
+                    "FI_EP_RDM: milliseconds a peer may be idle (nothing in flight either way, "
+                    "nothing heard) before its reliability state is reclaimed; it comes back "
+                    "with the next message, nothing lost. 0: never. At least twice "
+                    "rdm_peer_timeout_ms (default: 60000)");
     size_t n = 0;
+    if (fi_param_get_size_t(&provider(), "rdm_peer_idle_ms", &n) == 0)
+      the_config.rdm_peer_idle_ms = n;
     if (fi_param_get_size_t(&provider(), "rdm_peer_timeout_ms", &n) == 0 && n)
       the_config.rdm_peer_timeout_ms = n;
     if (fi_param_get_size_t(&provider(), "rdm_unexp_limit", &n) == 0)

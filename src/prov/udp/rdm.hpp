@@ -133,6 +133,9 @@ struct rdm_peer {
   util::rd::assembly rx_as;         // its length and how much has come
   uint64_t heard_ns = 0;            // when its last datagram came
   uint32_t awaiting = 0;            // our requests acknowledged by it and not yet answered
+  // Its unexpected messages held (they point here); freed by a thread
+  // posting to a shared context too, without our lock.
+  std::atomic<uint32_t> unexp{0};
   bool rx_unexp = false;
   bool rx_dropped = false;          // no entry: its datagrams are acknowledged and dropped
   bool ack_listed = false;
@@ -140,6 +143,13 @@ struct rdm_peer {
 
   // Something of it is half-received, or answers of it are owed to us.
   bool waited_for() const noexcept { return rx || rma || awaiting; }
+  // Nothing of it anywhere but in this struct: its link holds nothing
+  // either way, no list or message points to it.
+  bool idle() const noexcept {
+    return busy_at < 0 && !head && !waited_for() && !link.in_flight() && !link.ack_due() &&
+           !link.refusing() && !ack_listed && !refused_listed &&
+           unexp.load(std::memory_order_acquire) == 0;
+  }
   const sockaddr* sa() const noexcept { return key->sa(); }
   socklen_t sa_len() const noexcept { return key->len; }
 };
@@ -342,6 +352,14 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   rdm_tx* take_tx() noexcept;
   void put_tx(rdm_tx* t) noexcept;
   void drop_peers() noexcept;
+  // A peer's fresh link says nothing of ours reached it (rd::verdict::
+  // renewed): its queue goes again from the start under new numbers.
+  void renew_peer(rdm_peer& p) noexcept;
+  // Frees the state of peers idle for idle_ns_ (their AV entries stay): at
+  // most every idle_ns_ / 4, from progress.
+  void reclaim_idle(uint64_t now) noexcept;
+  uint64_t idle_ns_ = 0;  // 0: never
+  uint64_t next_reclaim_ns_ = 0;
 
   util::ref<util::domain> domain_;
   util::ep_bindings bound_;

@@ -539,6 +539,7 @@ rdm_unexp* rdm_endpoint::alloc_unexp(size_t len, rdm_peer* from) noexcept {
   if (!b) return nullptr;
   b->len = len;
   b->from = from;
+  if (from) from->unexp.fetch_add(1, std::memory_order_relaxed);
   b->ep = this;
   b->queued = nullptr;
   b->q_prev = b->q_next = nullptr;
@@ -624,6 +625,7 @@ void rdm_endpoint::retire_receives() noexcept {
 void rdm_endpoint::free_unexp(rdm_unexp* b) noexcept {
   if (!b) return;
   unexp_bytes_.fetch_sub(b->len, std::memory_order_relaxed);
+  if (b->from) b->from->unexp.fetch_sub(1, std::memory_order_release);
   std::free(b);
   room_made();
 }
@@ -816,8 +818,13 @@ void rdm_endpoint::on_datagram(const std::byte* buf, size_t n, const sockaddr_st
   if (!p) return;
   auto on_ack = [&](const rd::flight& f) { acked<Lock>(*p, f); };
   rd::verdict r = p->link.receive(v, now, on_ack);
-  if (r == rd::verdict::restart) {
-    if (p->head || p->rx) fail_peer<Lock>(*p, FI_ECONNRESET, "restarted");
+  if (r == rd::verdict::renewed && !p->waited_for()) [[unlikely]] {
+    renew_peer(*p);
+    r = p->link.receive(v, now, on_ack);
+  } else if (r == rd::verdict::restart || r == rd::verdict::renewed) [[unlikely]] {
+    // (Renewed while something of it is half-received or owed to us: it
+    // cannot have dropped its link cleanly, so it restarted.)
+    if (p->head || p->waited_for()) fail_peer<Lock>(*p, FI_ECONNRESET, "restarted");
     else p->link.reset(next_epoch());
     r = p->link.receive(v, now, on_ack);
   }
@@ -919,7 +926,39 @@ void rdm_endpoint::progress() noexcept {
     }
     ++i;
   }
+  if (idle_ns_ && now >= next_reclaim_ns_) [[unlikely]] reclaim_idle(now);
   if (!auto_ && timer_.valid()) tick_for_sleepers(now);
+}
+
+void rdm_endpoint::renew_peer(rdm_peer& p) noexcept {
+  WEFT_INFO(&provider(), FI_LOG_EP_DATA,
+            "udp RDM peer %s made a fresh link to us: what we had queued goes again",
+            util::format_sockaddr(p.sa()).c_str());
+  p.link.renew();
+  for (rdm_tx* t = p.head; t; t = t->next) t->queued = 0;
+  p.unsent = p.head;
+  p.rx_dropped = false;
+  if (p.head) mark_busy(p);
+}
+
+// A peer's link is dropped only when it holds nothing either way and the
+// peer has been silent for idle_ns_, at least twice its timeout: had it
+// missed our last acknowledgement, it would have sent its data again within
+// its timeout (and we would have heard it) or given up on us. So nothing it
+// sent waits for an acknowledgement that only the dropped link could give,
+// and its link, when it next hears our fresh one, renews (rd_link.hpp).
+void rdm_endpoint::reclaim_idle(uint64_t now) noexcept {
+  next_reclaim_ns_ = now + idle_ns_ / 4;
+  size_t n = 0;
+  for (auto& [key, p] : peers_)
+    if (p.idle() && now - p.heard_ns >= idle_ns_) p.busy_at = -2, ++n;  // marked
+  if (!n) return;
+  for (rdm_peer*& q : by_fi_)
+    if (q && q->busy_at == -2) q = nullptr;
+  std::erase_if(peers_, [](const auto& kv) { return kv.second.busy_at == -2; });
+  WEFT_INFO(&provider(), FI_LOG_EP_DATA,
+            "udp RDM: idle peers' state reclaimed: %zu (idle for %llu ms; %zu peers keep state)",
+            n, static_cast<unsigned long long>(idle_ns_ / 1'000'000), peers_.size());
 }
 
 // Under manual progress only the application's calls run the timers above,

@@ -108,6 +108,10 @@ rdm_endpoint::rdm_endpoint(util::domain& dom, const fi_info& info, void* context
   // row at the largest back-off would be taken for a dead peer.
   rd_cfg_.rto_max_us = uint32_t(std::clamp<uint64_t>(cfg().rdm_peer_timeout_ms * 1000 / 8,
                                                       rd_cfg_.rto_min_us, rd_cfg_.rto_max_us));
+  // This endpoint on the wire, for its whole life (rd_proto.hpp).
+  rd_cfg_.instance = uint32_t(rd()) | 1u;
+  if (cfg().rdm_peer_idle_ms)
+    idle_ns_ = std::max(cfg().rdm_peer_idle_ms, 2 * cfg().rdm_peer_timeout_ms) * 1'000'000ull;
   rx_size_ = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : 1024;
   tx_pool_ = std::make_unique<rdm_tx[]>(tx_size_);
   for (size_t i = 0; i < tx_size_; ++i) put_tx(&tx_pool_[i]);

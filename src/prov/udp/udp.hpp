@@ -30,6 +30,10 @@ struct config {
   // FI_EP_RDM: bytes of unexpected messages held per endpoint; past it a
   // new message waits at its sender until receives take what is held.
   size_t rdm_unexp_limit = size_t{256} << 20;
+  // FI_EP_RDM: a peer silent and idle both ways for this long has its
+  // reliability state reclaimed (its AV entry stays); 0: never. At least
+  // twice the peer timeout (rdm_endpoint::reclaim_idle says why).
+  uint64_t rdm_peer_idle_ms = 60000;
 };
 const config& cfg() noexcept;
 fi_provider& provider() noexcept;
