@@ -32,6 +32,8 @@ struct config {
                     (ep_type == FI_EP_DGRAM ? "dgram" : ep_type == FI_EP_RDM ? "rdm" : "msg");
     n += threading == FI_THREAD_SAFE         ? "_safe"
          : threading == FI_THREAD_COMPLETION ? "_completion"
+         : threading == FI_THREAD_FID        ? "_fid"
+         : threading == FI_THREAD_ENDPOINT   ? "_endpoint"
                                              : "_domain";
     if (progress == FI_PROGRESS_AUTO) n += "_auto";
     return n;
