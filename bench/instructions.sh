@@ -6,6 +6,9 @@
 #   instructions.sh udp          FI_EP_DGRAM, FI_MSG
 #   instructions.sh shm          FI_EP_RDM (the default for every provider but udp)
 #   instructions.sh shm -t       tagged: fi_trecv + fi_tinject
+# COMPARE=contexts: weft against itself instead, a plain endpoint against a
+# scalable endpoint's transmit and receive contexts (self_inject -x); Debian's
+# libfabric has no scalable endpoints on shm, tcp or udp to compare.
 # The endpoint sends to its own address (fi_getname, inserted in its AV) and
 # checks every message it receives.
 # WEFT_LIB: the folder of weft's libfabric.so.1 (default: build/src).
@@ -43,44 +46,63 @@ echo "$libs" | sed 's/=/: /'
 command -v valgrind >/dev/null || die "valgrind is not installed (apt-get install valgrind)"
 command -v callgrind_annotate >/dev/null || die "callgrind_annotate is not installed"
 
-count() { # libdir iterations: prints the program's total instructions
-  local out=$tmp/cg.$2.$(basename "$1") log=$tmp/log.$2.$(basename "$1")
+count() { # libdir iterations [self_inject args]: prints the program's total instructions
+  local lib=$1 iters=$2
+  shift 2
+  local out=$tmp/cg.$iters.$(basename "$lib")$* log=$tmp/log.$iters.$(basename "$lib")$*
   # A hang is a failure too: a few seconds' work, ten minutes at most.
-  if ! LD_LIBRARY_PATH=$1 timeout 600 valgrind --tool=callgrind --callgrind-out-file="$out" \
-      "$exe" -p "$prov" -n "$2" ${extra[@]+"${extra[@]}"} >"$log" 2>&1; then
+  if ! LD_LIBRARY_PATH=$lib timeout 600 valgrind --tool=callgrind --callgrind-out-file="$out" \
+      "$exe" -p "$prov" -n "$iters" ${extra[@]+"${extra[@]}"} "$@" >"$log" 2>&1; then
     sed 's/^/  | /' "$log" >&2
-    die "self_inject -n $2 failed (or timed out) on $1"
+    die "self_inject -n $iters $* failed (or timed out) on $lib"
   fi
-  grep -q "^$2 messages of .* every one checked$" "$log" ||
-    { sed 's/^/  | /' "$log" >&2; die "self_inject -n $2 on $1 did not report its messages checked"; }
+  grep -q "^$iters messages of .* every one checked$" "$log" ||
+    { sed 's/^/  | /' "$log" >&2; die "self_inject -n $iters $* on $lib did not report its messages checked"; }
   local total
   total=$(callgrind_annotate "$out" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
-  [[ $total =~ ^[0-9]+$ ]] && [ "$total" -gt 0 ] || die "no instruction count for $1 (-n $2)"
+  [[ $total =~ ^[0-9]+$ ]] && [ "$total" -gt 0 ] || die "no instruction count for $lib (-n $iters $*)"
   echo "$total"
 }
 
 declare -A small big
-small[weft]=$(count "$weft_lib" $n)
-small[libfabric]=$(count "$system_lib" $n)
-big[libfabric]=$(count "$system_lib" $((11 * n)))
-big[weft]=$(count "$weft_lib" $((11 * n)))
-table="| library | instructions per message |
+if [ "${COMPARE:-libfabric}" = contexts ]; then
+  names=(endpoint contexts)
+  small[endpoint]=$(count "$weft_lib" $n)
+  small[contexts]=$(count "$weft_lib" $n -x)
+  big[contexts]=$(count "$weft_lib" $((11 * n)) -x)
+  big[endpoint]=$(count "$weft_lib" $((11 * n)))
+  title="weft, a plain endpoint vs a scalable endpoint's contexts"
+  first="endpoint, contexts"
+  column="weft through"
+  tag=contexts
+else
+  names=(weft libfabric)
+  small[weft]=$(count "$weft_lib" $n)
+  small[libfabric]=$(count "$system_lib" $n)
+  big[libfabric]=$(count "$system_lib" $((11 * n)))
+  big[weft]=$(count "$weft_lib" $((11 * n)))
+  title="weft vs Debian libfabric"
+  first="weft, libfabric"
+  column=library
+  tag=instructions
+fi
+table="| $column | instructions per message |
 | --- | ---: |"
-for name in weft libfabric; do
+for name in "${names[@]}"; do
   per=$(( (big[$name] - small[$name]) / (10 * n) ))
   [ "$per" -gt 0 ] || die "$name: $per instructions per message (${small[$name]} for $n, ${big[$name]} for $((11 * n)))"
   table+="
 | $name | $per |"
 done
 # Written in the scratch folder, moved into place once complete.
-name=$(date +%Y%m%d-%H%M%S)-instructions-$prov
+name=$(date +%Y%m%d-%H%M%S)-$tag-$prov
 out=$tmp/$name
 mkdir -p "$out"
 {
-  echo "# Instructions per message, $prov: weft vs Debian libfabric"
+  echo "# Instructions per message, $prov: $title"
   echo
   echo "\`${cmdline[*]}\` — bench/self_inject.c (built against Debian's headers; every message"
-  echo "checked) under callgrind for $n and $((11 * n)) messages on each library; per message ="
+  echo "checked) under callgrind for $n and $((11 * n)) messages on each; per message ="
   echo "(I($((11 * n))) - I($n)) / $((10 * n)). self_inject arguments: \`-p $prov ${extra[*]-}\`."
   echo
   echo "$libs" | sed 's/^\([^=]*\)=\(.*\)$/- \1: `\2`/'
@@ -96,7 +118,7 @@ EOF
 lib_args=()
 while IFS= read -r line; do lib_args+=(--lib "$line"); done <<<"$libs"
 python3 "$root/bench/record.py" write "$out" --started "$started" "${lib_args[@]}" \
-  --order "$n messages: weft, libfabric" --order "$((11 * n)) messages: libfabric, weft" \
+  --order "$n messages: $first" --order "$((11 * n)) messages: $(echo "$first" | awk -F', ' '{print $2 ", " $1}')" \
   -- "${cmdline[@]}"
 mkdir -p "$results"
 mv "$out" "$results/$name"

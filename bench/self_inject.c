@@ -16,7 +16,11 @@
  * instructions. Any libfabric error, an unexpected completion or wrong data
  * exits 1 with a message on stderr; the last line on stdout says how many
  * messages were checked.
- * Usage: self_inject [-p provider] [-e dgram|rdm] [-t] [-n iterations] [-s size] */
+ * With -x the endpoint is a scalable one (fi_scalable_ep) with one transmit
+ * and one receive context, bound to the same CQ: the message goes from the
+ * transmit context to the receive context, so the count is what a message
+ * through contexts costs, to hold against a plain endpoint's.
+ * Usage: self_inject [-p provider] [-e dgram|rdm] [-t] [-x] [-n iterations] [-s size] */
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -103,14 +107,15 @@ static int next_recv(struct fid_cq *cq, struct fi_cq_tagged_entry *comp, ssize_t
 int main(int argc, char **argv) {
   const char *prov = "udp";
   enum fi_ep_type type = FI_EP_DGRAM;
-  int tagged = 0, opt;
+  int tagged = 0, contexts = 0, opt;
   long iters = 100000;
   size_t size = 8;
-  while ((opt = getopt(argc, argv, "p:e:tn:s:")) != -1) {
+  while ((opt = getopt(argc, argv, "p:e:txn:s:")) != -1) {
     switch (opt) {
       case 'p': prov = optarg; break;
       case 'e': type = strcmp(optarg, "rdm") == 0 ? FI_EP_RDM : FI_EP_DGRAM; break;
       case 't': tagged = 1; break;
+      case 'x': contexts = 1; break;
       case 'n': iters = atol(optarg); break;
       case 's': size = strtoul(optarg, NULL, 0); break;
       default: return 2;
@@ -132,16 +137,30 @@ int main(int argc, char **argv) {
   struct fid_domain *domain;
   struct fid_cq *cq;
   struct fid_av *av;
-  struct fid_ep *ep;
+  struct fid_ep *ep, *tx, *rx; /* tx and rx are ep unless -x */
   CHECK(fi_fabric(info->fabric_attr, &fabric, NULL));
   CHECK(fi_domain(fabric, info, &domain, NULL));
   struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED, .size = 1024};
   CHECK(fi_cq_open(domain, &cq_attr, &cq, NULL));
   struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
   CHECK(fi_av_open(domain, &av_attr, &av, NULL));
-  CHECK(fi_endpoint(domain, info, &ep, NULL));
-  CHECK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
-  CHECK(fi_ep_bind(ep, &av->fid, 0));
+  if (contexts) {
+    info->ep_attr->tx_ctx_cnt = 1;
+    info->ep_attr->rx_ctx_cnt = 1;
+    CHECK(fi_scalable_ep(domain, info, &ep, NULL));
+    CHECK(fi_scalable_ep_bind(ep, &av->fid, 0));
+    CHECK(fi_tx_context(ep, 0, NULL, &tx, NULL));
+    CHECK(fi_rx_context(ep, 0, NULL, &rx, NULL));
+    CHECK(fi_ep_bind(tx, &cq->fid, FI_TRANSMIT));
+    CHECK(fi_ep_bind(rx, &cq->fid, FI_RECV));
+    CHECK(fi_enable(tx));
+    CHECK(fi_enable(rx));
+  } else {
+    CHECK(fi_endpoint(domain, info, &ep, NULL));
+    CHECK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+    CHECK(fi_ep_bind(ep, &av->fid, 0));
+    tx = rx = ep;
+  }
   CHECK(fi_enable(ep));
   char name[256];
   size_t len = sizeof name;
@@ -159,11 +178,11 @@ int main(int argc, char **argv) {
   for (long i = 0; i < iters; i++) {
     if (i == iters - 1) memset(rbuf, 0, size); /* the last one is checked in full */
     stamp(sbuf, size, (uint64_t)i + 1);
-    ssize_t ret = tagged ? fi_trecv(ep, rbuf, size, NULL, FI_ADDR_UNSPEC, 7, 0, &ctx)
-                         : fi_recv(ep, rbuf, size, NULL, FI_ADDR_UNSPEC, &ctx);
+    ssize_t ret = tagged ? fi_trecv(rx, rbuf, size, NULL, FI_ADDR_UNSPEC, 7, 0, &ctx)
+                         : fi_recv(rx, rbuf, size, NULL, FI_ADDR_UNSPEC, &ctx);
     CHECK(ret);
     do {
-      ret = tagged ? fi_tinject(ep, sbuf, size, self, 7) : fi_inject(ep, sbuf, size, self);
+      ret = tagged ? fi_tinject(tx, sbuf, size, self, 7) : fi_inject(tx, sbuf, size, self);
       if (ret == -FI_EAGAIN) next_recv(cq, comp, fi_cq_read(cq, comp, 0), i); /* progress */
     } while (ret == -FI_EAGAIN);
     CHECK(ret);
@@ -188,13 +207,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "self_inject: the last message arrived with wrong data\n");
     return 1;
   }
+  if (contexts) {
+    CLOSE(tx);
+    CLOSE(rx);
+  }
   CLOSE(ep);
   CLOSE(av);
   CLOSE(cq);
   CLOSE(domain);
   CLOSE(fabric);
-  printf("%ld messages of %zu bytes through %s, every one checked\n", iters, size,
-         info->fabric_attr->prov_name);
+  printf("%ld messages of %zu bytes through %s%s, every one checked\n", iters, size,
+         info->fabric_attr->prov_name, contexts ? " contexts" : "");
   fi_freeinfo(info);
   fi_freeinfo(hints);
   free(sbuf);

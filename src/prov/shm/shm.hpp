@@ -423,8 +423,11 @@ class endpoint : public util::endpoint_object<endpoint> {
   // The progress hook; defined beside progress() so that it is one call.
   template <class Lock>
   static void progress_thunk(void* obj) noexcept;
+  // A transmit context's hook: the pass only when something may need it.
   template <class Lock>
   static void tx_ctx_progress_thunk(void* obj) noexcept;
+  template <class Lock>
+  static void tx_ctx_pass(endpoint* ep) noexcept;
   // Automatic progress (FI_PROGRESS_AUTO): the domain's progress thread
   // runs this when the endpoint's wait set is readable (a sender's wake, our
   // timer). Work left over wakes the thread again at once; false when none
