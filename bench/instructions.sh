@@ -50,17 +50,18 @@ count() { # libdir iterations [self_inject args]: prints the program's total ins
   local lib=$1 iters=$2
   shift 2
   local out=$tmp/cg.$iters.$(basename "$lib")$* log=$tmp/log.$iters.$(basename "$lib")$*
+  local what="self_inject -n $iters${*:+ $*}"
   # A hang is a failure too: a few seconds' work, ten minutes at most.
   if ! LD_LIBRARY_PATH=$lib timeout 600 valgrind --tool=callgrind --callgrind-out-file="$out" \
       "$exe" -p "$prov" -n "$iters" ${extra[@]+"${extra[@]}"} "$@" >"$log" 2>&1; then
     sed 's/^/  | /' "$log" >&2
-    die "self_inject -n $iters $* failed (or timed out) on $lib"
+    die "$what failed (or timed out) on $lib"
   fi
   grep -q "^$iters messages of .* every one checked$" "$log" ||
-    { sed 's/^/  | /' "$log" >&2; die "self_inject -n $iters $* on $lib did not report its messages checked"; }
+    { sed 's/^/  | /' "$log" >&2; die "$what on $lib did not report its messages checked"; }
   local total
   total=$(callgrind_annotate "$out" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
-  [[ $total =~ ^[0-9]+$ ]] && [ "$total" -gt 0 ] || die "no instruction count for $lib (-n $iters $*)"
+  [[ $total =~ ^[0-9]+$ ]] && [ "$total" -gt 0 ] || die "no instruction count for $lib ($what)"
   echo "$total"
 }
 

@@ -80,6 +80,8 @@ expect_failure "peer_scale.py, empty weft folder" "$missing" \
   peer_scale.py "$tmp/empty" --peers 4 --procs 2 --reps 1
 expect_failure "instructions.sh, empty weft folder" "$missing" \
   instructions.sh "$tmp/empty" udp
+expect_failure "ctx_rate.py, empty weft folder" "$missing" \
+  ctx_rate.py "$tmp/empty" --messages 10 --reps 1
 
 # 2. The libraries are there, the benchmark programs fail (fi_getinfo finds
 # no such provider).
@@ -100,6 +102,8 @@ expect_failure "av_scale.py, failing av_scale" "av_scale failed" \
 # peer_scale.py has no --provider: FI_PROVIDER hides every provider.
 FI_PROVIDER=nosuch expect_failure "peer_scale.py, failing peer_scale" "peer_scale failed" \
   peer_scale.py "$tmp/copy" --peers 4 --procs 2 --reps 1
+expect_failure "ctx_rate.py, failing ctx_rate" "ctx_rate -m sep failed" \
+  ctx_rate.py "$tmp/copy" --provider nosuch --messages 10 --reps 1
 if command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null; then
   expect_failure "instructions.sh, failing self_inject" "self_inject -n 2000 failed" \
     instructions.sh "$tmp/copy" nosuch
