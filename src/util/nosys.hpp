@@ -39,6 +39,17 @@ inline constexpr fi_ops_cm cm_nosys = {
     WEFT_NOSYS(fi_ops_cm, join),
 };
 
+// fi_ops_cm of an endpoint that has a name and nothing to connect
+// (connectionless and scalable endpoints): fi_getname, fi_setname where it
+// can be renamed, -FI_ENOSYS for the rest.
+constexpr fi_ops_cm cm_name_only(decltype(fi_ops_cm::getname) getname,
+                                 decltype(fi_ops_cm::setname) setname = nullptr) noexcept {
+  fi_ops_cm t = cm_nosys;
+  t.getname = getname;
+  if (setname) t.setname = setname;
+  return t;
+}
+
 inline constexpr fi_ops_msg msg_nosys = {
     .size = sizeof(fi_ops_msg),
     WEFT_NOSYS(fi_ops_msg, recv),     WEFT_NOSYS(fi_ops_msg, recvv),

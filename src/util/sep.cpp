@@ -29,18 +29,7 @@ int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
   return scalable_ep::from(f)->getname(addr, addrlen);
 }
 
-const fi_ops_cm sep_cm = {
-    .size = sizeof(fi_ops_cm),
-    WEFT_NOSYS(fi_ops_cm, setname),
-    .getname = cm_getname,
-    WEFT_NOSYS(fi_ops_cm, getpeer),
-    WEFT_NOSYS(fi_ops_cm, connect),
-    WEFT_NOSYS(fi_ops_cm, listen),
-    WEFT_NOSYS(fi_ops_cm, accept),
-    WEFT_NOSYS(fi_ops_cm, reject),
-    WEFT_NOSYS(fi_ops_cm, shutdown),
-    WEFT_NOSYS(fi_ops_cm, join),
-};
+const fi_ops_cm sep_cm = cm_name_only(cm_getname);
 
 // One asked attribute against the endpoint's: 0 takes the endpoint's value;
 // more than it is refused (logged by the caller's name).

@@ -25,18 +25,8 @@ int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
   return endpoint::from(f)->getname(addr, addrlen);
 }
 
-const fi_ops_cm cm_ops = {
-    .size = sizeof(fi_ops_cm),
-    WEFT_NOSYS(fi_ops_cm, setname),  // regions are named by process and index
-    .getname = cm_getname,
-    WEFT_NOSYS(fi_ops_cm, getpeer),
-    WEFT_NOSYS(fi_ops_cm, connect),
-    WEFT_NOSYS(fi_ops_cm, listen),
-    WEFT_NOSYS(fi_ops_cm, accept),
-    WEFT_NOSYS(fi_ops_cm, reject),
-    WEFT_NOSYS(fi_ops_cm, shutdown),
-    WEFT_NOSYS(fi_ops_cm, join),
-};
+// No setname: regions are named by process and index.
+const fi_ops_cm cm_ops = util::cm_name_only(cm_getname);
 
 // The timer's period while transfers are under way (bounce chunks and
 // liveness checks need progress that no message announces) and otherwise

@@ -31,18 +31,7 @@ int cm_setname(fid_t f, void* addr, size_t addrlen) noexcept {
 
 bool is_class_ep(const fid* f) noexcept { return util::is_class(f, FI_CLASS_EP); }
 
-const fi_ops_cm cm_ops = {
-    .size = sizeof(fi_ops_cm),
-    .setname = cm_setname,
-    .getname = cm_getname,
-    WEFT_NOSYS(fi_ops_cm, getpeer),
-    WEFT_NOSYS(fi_ops_cm, connect),
-    WEFT_NOSYS(fi_ops_cm, listen),
-    WEFT_NOSYS(fi_ops_cm, accept),
-    WEFT_NOSYS(fi_ops_cm, reject),
-    WEFT_NOSYS(fi_ops_cm, shutdown),
-    WEFT_NOSYS(fi_ops_cm, join),
-};
+const fi_ops_cm cm_ops = util::cm_name_only(cm_getname, cm_setname);
 
 int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* context) noexcept {
   auto* prov = &provider();

@@ -34,18 +34,7 @@ int cm_setname(fid_t f, void* addr, size_t addrlen) noexcept {
   return rdm_endpoint::from(f)->setname(addr, addrlen);
 }
 
-const fi_ops_cm rdm_cm_ops = {
-    .size = sizeof(fi_ops_cm),
-    .setname = cm_setname,
-    .getname = cm_getname,
-    WEFT_NOSYS(fi_ops_cm, getpeer),
-    WEFT_NOSYS(fi_ops_cm, connect),
-    WEFT_NOSYS(fi_ops_cm, listen),
-    WEFT_NOSYS(fi_ops_cm, accept),
-    WEFT_NOSYS(fi_ops_cm, reject),
-    WEFT_NOSYS(fi_ops_cm, shutdown),
-    WEFT_NOSYS(fi_ops_cm, join),
-};
+const fi_ops_cm rdm_cm_ops = util::cm_name_only(cm_getname, cm_setname);
 
 constexpr fi_ops_tagged tagged_badstate_table = {
     .size = sizeof(fi_ops_tagged),
