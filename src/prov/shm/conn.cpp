@@ -68,7 +68,15 @@ conn* endpoint::conn_for_rx_ctx(fi_addr_t dest, errc& err) noexcept {
     return nullptr;
   }
   id.index = rx_ctx_index(id.index, static_cast<uint32_t>(i));
-  return conn_to(id, err);  // by identity: conn_index_ holds every peer we reached
+  // A context sends to a few receive contexts over and over: conn_to's hash
+  // lookup on every send was 9% of the time of two threads sending through
+  // contexts (perf, bench/ctx_rate.py). A hit is checked against the AV's
+  // entry as conn_hit's are; conns live as long as the endpoint.
+  conn*& hit = by_rx_addr_[(base * 31 + i) % by_rx_addr_.size()];
+  if (hit && hit->id == id) return hit;
+  conn* c = conn_to(id, err);  // by identity: conn_index_ holds every peer we reached
+  if (c) hit = c;
+  return c;
 }
 
 conn* endpoint::conn_to(const addr_entry& id, errc& err) noexcept {

@@ -681,6 +681,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   };
   std::unordered_map<addr_entry, conn*, id_hash> conn_index_;  // peers by identity
   std::vector<conn*> by_addr_;                        // cache: fi_addr -> conn
+  std::array<conn*, 16> by_rx_addr_{};  // cache: fi_rx_addr destinations (conn_for_rx_ctx)
   bool busy_ = false;  // a busy list may be non-empty: service() has work
   std::vector<conn*> busy_conns_;
   std::vector<inbound*> busy_in_;
