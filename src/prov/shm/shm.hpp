@@ -323,7 +323,7 @@ using util::peer_srx;
 
 // ---- the endpoint ------------------------------------------------------------
 
-class endpoint : public util::endpoint_object<endpoint> {
+class alignas(64) endpoint : public util::endpoint_object<endpoint> {
  public:
   static int open(util::domain& dom, const fi_info& info, fid_ep** out, void* context) noexcept;
   // A context of a scalable endpoint (sep.cpp): class FI_CLASS_TX_CTX or
