@@ -34,11 +34,15 @@ constexpr uint64_t kept_flags = FI_COMPLETION | op_quiet;
 bool srx_pool::grow(size_t n) noexcept {
   try {
     chunks_.reserve(chunks_.size() + 1);
-    auto chunk = std::make_unique<srx_entry[]>(n);
-    for (size_t i = n; i-- > 0;) {
-      chunk[i].rx.next = free_;
-      free_ = &chunk[i].rx;
+    auto chunk = std::make_unique_for_overwrite<storage[]>(n);
+    // What the previous chunk has not handed out yet goes to the free list.
+    for (; carve_left_; --carve_left_) {
+      srx_entry* e = new (carve_++) srx_entry();
+      e->rx.next = free_;
+      free_ = &e->rx;
     }
+    carve_ = chunk.get();
+    carve_left_ = n;
     chunks_.push_back(std::move(chunk));  // cannot throw after reserve
   } catch (...) {
     return false;

@@ -47,8 +47,11 @@
 #include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_peer.h>
 
+#include <cstddef>
 #include <memory>
+#include <new>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 namespace weft::util {
@@ -135,18 +138,25 @@ class rx_queue {
 };
 
 // Entries, grown in chunks and reused through a free list: the match path
-// allocates only when every entry is in use.
+// allocates only when every entry is in use. A chunk's storage is reserved
+// whole but its entries are handed out (first touched) one by one, so the
+// thousand entries every endpoint reserves for its posted receives cost
+// memory only as they are used (an entry is about 240 bytes).
 class srx_pool {
  public:
   explicit srx_pool(size_t chunk) noexcept : chunk_(chunk ? chunk : 1) {}
   // An entry (the caller assigns every field); nullptr when memory is
   // exhausted.
   srx_entry* take() noexcept {
-    if (!free_ && !grow(chunk_)) return nullptr;
-    fi_peer_rx_entry* e = free_;
-    free_ = e->next;
+    if (fi_peer_rx_entry* e = free_) {
+      free_ = e->next;
+      --available_;
+      return srx_entry::from(e);
+    }
+    if (!carve_left_ && !grow(chunk_)) return nullptr;
+    --carve_left_;
     --available_;
-    return srx_entry::from(e);
+    return new (carve_++) srx_entry();  // zeroed, as the whole chunk was before
   }
   void put(srx_entry* e) noexcept {
     e->state = srx_state::free;
@@ -159,8 +169,14 @@ class srx_pool {
   size_t available() const noexcept { return available_; }
 
  private:
+  struct alignas(srx_entry) storage {
+    std::byte b[sizeof(srx_entry)];
+  };
+  static_assert(std::is_trivially_destructible_v<srx_entry>);
   size_t chunk_;
-  std::vector<std::unique_ptr<srx_entry[]>> chunks_;
+  std::vector<std::unique_ptr<storage[]>> chunks_;  // uninitialised until carved
+  storage* carve_ = nullptr;  // the newest chunk's first entry never handed out
+  size_t carve_left_ = 0;
   fi_peer_rx_entry* free_ = nullptr;  // singly linked through next
   size_t capacity_ = 0;
   size_t available_ = 0;

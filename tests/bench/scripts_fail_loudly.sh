@@ -82,6 +82,8 @@ expect_failure "instructions.sh, empty weft folder" "$missing" \
   instructions.sh "$tmp/empty" udp
 expect_failure "ctx_rate.py, empty weft folder" "$missing" \
   ctx_rate.py "$tmp/empty" --messages 10 --reps 1
+expect_failure "srx_conns.py, empty weft folder" "$missing" \
+  srx_conns.py "$tmp/empty" --connections 2 --reps 1
 
 # 2. The libraries are there, the benchmark programs fail (fi_getinfo finds
 # no such provider).
@@ -104,6 +106,9 @@ FI_PROVIDER=nosuch expect_failure "peer_scale.py, failing peer_scale" "peer_scal
   peer_scale.py "$tmp/copy" --peers 4 --procs 2 --reps 1
 expect_failure "ctx_rate.py, failing ctx_rate" "ctx_rate -m sep failed" \
   ctx_rate.py "$tmp/copy" --provider nosuch --messages 10 --reps 1
+# srx_conns.py has no --provider: FI_PROVIDER hides every provider.
+FI_PROVIDER=nosuch expect_failure "srx_conns.py, failing srx_conns" "srx_conns -m srx failed" \
+  srx_conns.py "$tmp/copy" --connections 2 --reps 1
 if command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null; then
   expect_failure "instructions.sh, failing self_inject" "self_inject -n 2000 failed" \
     instructions.sh "$tmp/copy" nosuch

@@ -160,9 +160,8 @@ errc listen_socket(const sockaddr* addr, int backlog, util::unique_fd& out) noex
   return errc::ok;
 }
 
-tx_pool::tx_pool(size_t n) : slab_(std::make_unique<tx_entry[]>(n)), size_(n), avail_(0) {
-  for (size_t i = n; i-- > 0;) put(&slab_[i]);
-}
+tx_pool::tx_pool(size_t n)
+    : slab_(std::make_unique_for_overwrite<storage[]>(n)), size_(n), avail_(n) {}
 
 // ---- the connection ----
 
@@ -184,7 +183,7 @@ conn::conn(util::unique_fd s, bool is_active, const frame_limits& lim)
       state(is_active ? conn_state::connecting : conn_state::handshake),
       active(is_active),
       sock_(std::move(s)),
-      rx_buf_(std::make_unique<std::byte[]>(staging)) {}
+      rx_buf_(std::make_unique_for_overwrite<std::byte[]>(staging)) {}  // read only as far as recv wrote
 
 void conn::close_socket() noexcept { sock_.reset(); }
 

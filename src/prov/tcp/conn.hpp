@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <type_traits>
 #include <string>
 
 namespace weft::tcp {
@@ -88,12 +90,22 @@ struct tx_entry {
 };
 static_assert(inject_size <= atomic_max_bytes);
 
+// The endpoint's transmit entries: tx_attr->size of them, reserved at
+// open but touched only as they are first used (an entry is about 700
+// bytes; a server with a thousand accepted endpoints that each send little
+// must not pay 700 KB for each).
 class tx_pool {
  public:
   explicit tx_pool(size_t n);
   tx_entry* take() noexcept {
     tx_entry* t = free_;
-    if (t) free_ = t->next, --avail_;
+    if (t) {
+      free_ = t->next;
+    } else {
+      if (carved_ == size_) return nullptr;
+      t = new (&slab_[carved_++]) tx_entry;  // its first use: nothing to initialise
+    }
+    --avail_;
     return t;
   }
   void put(tx_entry* t) noexcept {
@@ -106,8 +118,14 @@ class tx_pool {
   bool all_free() const noexcept { return avail_ == size_; }
 
  private:
-  std::unique_ptr<tx_entry[]> slab_;
+  struct alignas(tx_entry) storage {
+    std::byte b[sizeof(tx_entry)];
+  };
+  static_assert(std::is_trivially_default_constructible_v<tx_entry> &&
+                std::is_trivially_destructible_v<tx_entry>);
+  std::unique_ptr<storage[]> slab_;  // uninitialised: untouched pages stay unallocated
   size_t size_;
+  size_t carved_ = 0;  // entries handed out at least once
   tx_entry* free_ = nullptr;
   size_t avail_ = 0;
 };

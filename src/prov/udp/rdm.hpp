@@ -440,8 +440,11 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   }
   template <class Lock>
   void reopen_refused(uint64_t now) noexcept;
-  // Transmit entries: tx_size_ of them, allocated at open.
+  // Transmit entries: tx_size_ of them, reserved at open, each first
+  // touched when first taken (an entry is about 1 KB; an endpoint that
+  // sends little must not pay 1 MB): only the first tx_carved_ are entries.
   std::unique_ptr<rdm_tx[]> tx_pool_;
+  size_t tx_carved_ = 0;
   rdm_tx* tx_free_ = nullptr;
   size_t tx_free_count_ = 0;
   // Entries for the requests we serve (rdm_rma.cpp), apart from the

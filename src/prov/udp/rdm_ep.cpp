@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <random>
+#include <type_traits>
 
 namespace weft::udp {
 
@@ -102,9 +104,11 @@ rdm_endpoint::rdm_endpoint(util::domain& dom, const fi_info& info, void* context
   if (cfg().rdm_peer_idle_ms)
     idle_ns_ = std::max(cfg().rdm_peer_idle_ms, 2 * cfg().rdm_peer_timeout_ms) * 1'000'000ull;
   rx_size_ = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : 1024;
-  tx_pool_ = std::make_unique<rdm_tx[]>(tx_size_);
-  for (size_t i = 0; i < tx_size_; ++i) put_tx(&tx_pool_[i]);
-  rxbuf_ = std::make_unique<std::byte[]>(proto::max_payload + 1);
+  static_assert(std::is_trivially_default_constructible_v<rdm_tx> &&
+                std::is_trivially_destructible_v<rdm_tx>);
+  tx_pool_ = std::make_unique_for_overwrite<rdm_tx[]>(tx_size_);  // untouched
+  tx_free_count_ = tx_size_;
+  rxbuf_ = std::make_unique_for_overwrite<std::byte[]>(proto::max_payload + 1);  // untouched until used
   busy_.reserve(64);
   ack_list_.reserve(64);
   hook_ = locked_ ? util::progress_hook{&progress_thunk<util::mutex_lock>, this}
@@ -376,8 +380,12 @@ ssize_t rdm_endpoint::tx_size_left() {
 
 rdm_tx* rdm_endpoint::take_tx() noexcept {
   rdm_tx* t = tx_free_;
-  if (!t) return nullptr;
-  tx_free_ = t->next;
+  if (t) {
+    tx_free_ = t->next;
+  } else {
+    if (tx_carved_ == tx_size_) return nullptr;
+    t = new (&tx_pool_[tx_carved_++]) rdm_tx();  // first use: zeroed, as the pool was
+  }
   --tx_free_count_;
   t->next = nullptr;
   return t;

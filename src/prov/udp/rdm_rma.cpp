@@ -268,7 +268,7 @@ template <class Lock>
 void rdm_endpoint::begin_answer(rdm_peer& p, const rd::view& v) noexcept {
   const uint64_t id = v.m.tag;
   const uint64_t index = id & 0xffffffffu;
-  rdm_tx* t = index < tx_size_ ? &tx_pool_[index] : nullptr;
+  rdm_tx* t = index < tx_carved_ ? &tx_pool_[index] : nullptr;
   if (!t || t->kind != rdm_tx_kind::request || !t->awaiting || t->peer != &p ||
       t->gen != uint32_t(id >> 32)) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA,
@@ -528,7 +528,7 @@ void rdm_endpoint::drop_rma(rdm_peer& p, int err, bool awaiting) noexcept {
   if (!awaiting || !p.awaiting) return;
   // The peer is gone: every request of ours it has not answered fails. A
   // walk of the pool, on this rare path, keeps the peer small.
-  for (size_t i = 0; i < tx_size_ && p.awaiting; ++i) {
+  for (size_t i = 0; i < tx_carved_ && p.awaiting; ++i) {
     rdm_tx* t = &tx_pool_[i];
     if (t->kind == rdm_tx_kind::request && t->awaiting && t->peer == &p)
       finish_answer<Lock>(p, t, err);
