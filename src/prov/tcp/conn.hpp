@@ -103,7 +103,7 @@ class tx_pool {
       free_ = t->next;
     } else {
       if (carved_ == size_) return nullptr;
-      t = new (&slab_[carved_++]) tx_entry;  // its first use: nothing to initialise
+      t = new (&slab_[carved_++]) tx_entry();  // first use: zeroed, as the pool was
     }
     --avail_;
     return t;
