@@ -69,9 +69,10 @@ conn* endpoint::conn_for_rx_ctx(fi_addr_t dest, errc& err) noexcept {
   }
   id.index = rx_ctx_index(id.index, static_cast<uint32_t>(i));
   // A context sends to a few receive contexts over and over: conn_to's hash
-  // lookup on every send was 9% of the time of two threads sending through
-  // contexts (perf, bench/ctx_rate.py). A hit is checked against the AV's
-  // entry as conn_hit's are; conns live as long as the endpoint.
+  // lookup on every send held two threads sending through contexts to 0.81
+  // of the rate of two through endpoints (bench/ctx_rate.py). A hit is
+  // checked against the AV's entry as conn_hit's are; conns live as long as
+  // the endpoint.
   conn*& hit = by_rx_addr_[(base * 31 + i) % by_rx_addr_.size()];
   if (hit && hit->id == id) return hit;
   conn* c = conn_to(id, err);  // by identity: conn_index_ holds every peer we reached
