@@ -33,20 +33,17 @@ class progress_list {
     std::lock_guard g{m_};
     for (const auto& x : hooks_)
       if (x.obj == h.obj) return;  // bound twice (tx and rx): drive it once
-    if (h.gather) {
-      hooks_.push_back(h);
-      ++gatherers_;
-      return;
-    }
-    hooks_.insert(hooks_.end() - static_cast<std::ptrdiff_t>(gatherers_), h);
+    for (const auto& x : gatherers_)
+      if (x.obj == h.obj) return;
+    if (h.gather)
+      gatherers_.push_back(h);
+    else
+      hooks_.push_back({h.fn, h.obj});
   }
   void remove(void* obj) noexcept {
     std::lock_guard g{m_};
-    std::erase_if(hooks_, [&](const progress_hook& h) {
-      if (h.obj != obj) return false;
-      if (h.gather) --gatherers_;
-      return true;
-    });
+    std::erase_if(hooks_, [&](const plain_hook& h) { return h.obj == obj; });
+    std::erase_if(gatherers_, [&](const progress_hook& h) { return h.obj == obj; });
   }
   // Drives every bound source. Under a threading model that shares the object
   // between threads the list is guarded; otherwise the caller is alone.
@@ -65,21 +62,32 @@ class progress_list {
   void fire_triggers(trigger_engine* t) noexcept { triggers_ = t; }
   // For control paths that do not know the policy (fi_wait on a wait set).
   void run_locked() noexcept { run<mutex_lock>(); }
-  bool empty() const noexcept { return hooks_.empty(); }
+  bool empty() const noexcept { return hooks_.empty() && gatherers_.empty(); }
 
  private:
+  // Hooks without a gather step, apart: the loop every fi_cq_read runs
+  // walks 16-byte entries and tests nothing else (a gathering hook is a
+  // passive endpoint's, on its EQ).
+  struct plain_hook {
+    void (*fn)(void* obj) noexcept;
+    void* obj;
+  };
   void run_hooks() noexcept {
-    if (gatherers_)
-      for (size_t i = hooks_.size() - gatherers_; i < hooks_.size(); ++i)
-        hooks_[i].gather(hooks_[i].obj);
+    if (!gatherers_.empty()) [[unlikely]]
+      return run_with_gatherers();
     for (const auto& h : hooks_) h.fn(h.obj);
+  }
+  void run_with_gatherers() noexcept {
+    for (const auto& g : gatherers_) g.gather(g.obj);
+    for (const auto& h : hooks_) h.fn(h.obj);
+    for (const auto& g : gatherers_) g.fn(g.obj);  // after the others' (progress_hook)
   }
   // Taken on every fi_cq_read under FI_THREAD_SAFE (a ping-pong's every
   // hop): the inline futex lock, not std::mutex's two library calls.
   fast_mutex m_;
-  std::vector<progress_hook> hooks_;
+  std::vector<plain_hook> hooks_;
+  std::vector<progress_hook> gatherers_;  // hooks with a gather step
   trigger_engine* triggers_ = nullptr;
-  size_t gatherers_ = 0;  // hooks with a gather step: the last ones
 };
 
 }  // namespace weft::util

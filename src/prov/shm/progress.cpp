@@ -494,13 +494,21 @@ void endpoint::deliver_inline(inbound& in, const msg_view& v, util::srx_entry& p
       return;
     }
   }
-  // Truncated (an error entry), or refused by a full CQ: the general
-  // completion, which defers it while the CQ has no room and frees the
-  // entry once it is written.
+  deliver_general<Lock>(e, v.fields, v.size, n, src, tagged);
+}
+
+// Truncated (an error entry), or refused by a full CQ: the general
+// completion, which defers it while the CQ has no room and frees the entry
+// once it is written.
+template <class Lock>
+__attribute__((noinline)) void endpoint::deliver_general(fi_peer_rx_entry* e,
+                                                         const msg_fields& f, size_t size,
+                                                         size_t n, fi_addr_t src,
+                                                         bool tagged) noexcept {
   e->addr = src;
-  e->msg_size = v.size;
-  e->tag = tagged ? v.fields.tag : 0;
-  set_data(e, v.fields);
+  e->msg_size = size;
+  e->tag = tagged ? f.tag : 0;
+  set_data(e, f);
   finish_rx<Lock>(e, n, 0);
 }
 
@@ -839,6 +847,8 @@ void endpoint::retire_receives() noexcept {
   template void endpoint::progress_thunk<L>(void*) noexcept;                            \
   template void endpoint::tx_ctx_progress_thunk<L>(void*) noexcept;                     \
   template void endpoint::tx_ctx_pass<L>(endpoint*) noexcept;                           \
+  template void endpoint::deliver_general<L>(fi_peer_rx_entry*, const msg_fields&, size_t,      \
+                                             size_t, fi_addr_t, bool) noexcept;               \
   template bool endpoint::auto_work<L>(void*) noexcept;                                 \
   template bool endpoint::complete_rx<L>(fi_peer_rx_entry*, size_t, int) noexcept;      \
   template void endpoint::finish_rx<L>(fi_peer_rx_entry*, size_t, int) noexcept;        \

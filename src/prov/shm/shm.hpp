@@ -561,6 +561,11 @@ class alignas(64) endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   WEFT_ALWAYS_INLINE void deliver_inline(inbound& in, const msg_view& v, util::srx_entry& p, fi_addr_t src,
                       bool tagged) noexcept;
+  // deliver_inline's rare ending (a truncation, a CQ that refused the
+  // entry), out of line so that the common one stays short.
+  template <class Lock>
+  void deliver_general(fi_peer_rx_entry* e, const msg_fields& f, size_t size, size_t n,
+                       fi_addr_t src, bool tagged) noexcept;
   template <class Lock>
   bool handle_rts(inbound& in, const msg_view& v) noexcept;
   template <class Lock>
