@@ -585,6 +585,36 @@ TEST(udp_rdm, a_peer_restarted_on_the_same_port_is_heard_afresh) {
   }
 }
 
+// A duration parameter too large for nanoseconds is taken as a week, not
+// wrapped: FI_UDP_RDM_PEER_TIMEOUT_MS=18446744073710 once made a timeout of
+// half a millisecond, and a peer that did not call in for 200 ms was
+// declared dead. ctest's conformance.udp_rdm_huge_params sets it.
+TEST(udp_rdm, a_huge_peer_timeout_is_capped_not_wrapped) {
+  const char* timeout = std::getenv("FI_UDP_RDM_PEER_TIMEOUT_MS");
+  if (!timeout || std::strtoull(timeout, nullptr, 10) < 18446744073709ull)
+    GTEST_SKIP() << "needs FI_UDP_RDM_PEER_TIMEOUT_MS beyond 2^64 ns (ctest's "
+                    "conformance.udp_rdm_huge_params)";
+  stack sa, sb;
+  ASSERT_TRUE(sa.dom && sb.dom);
+  fid_ep* a = sa.endpoint();
+  fid_ep* b = sb.endpoint();
+  ASSERT_TRUE(a && b);
+  const fi_addr_t fb = sa.insert(sb.name(b));
+  char out[64] = "sent to a peer that is silent for a while", in[64] = {};
+  fi_context sctx, rctx;
+  ASSERT_EQ(fi_send(a, out, sizeof out, nullptr, fb, &sctx), 0);
+  // b calls nothing for 200 ms while a progresses.
+  auto until = clock_type::now() + std::chrono::milliseconds(200);
+  while (clock_type::now() < until) {
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(fi_cq_read(sa.cq, &e, 1), -FI_EAGAIN) << "a's send ended while b was silent";
+  }
+  ASSERT_EQ(fi_recv(b, in, sizeof in, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  ASSERT_EQ(sb.wait_for(&rctx, nullptr, 10), 1);
+  EXPECT_STREQ(in, out);
+  ASSERT_EQ(sa.wait_for(&sctx, nullptr, 10), 1) << "the send completes once b answers";
+}
+
 // An idle peer's reliability state is reclaimed (FI_UDP_RDM_PEER_IDLE_MS)
 // and comes back with the next message, nothing lost or repeated: first
 // only a reclaims (only a is progressed while both are idle), then b, which

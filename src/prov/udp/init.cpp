@@ -62,10 +62,16 @@ fi_provider* weft_udp_provider() noexcept {
                     "with the next message, nothing lost. 0: never. At least twice "
                     "rdm_peer_timeout_ms (default: 60000)");
     size_t n = 0;
+    auto capped = [](const char* name, size_t ms) {
+      if (ms <= max_param_ms) return ms;
+      WEFT_WARN(&provider(), FI_LOG_CORE, "FI_UDP_%s=%zu is more than a week: a week is taken",
+                name, ms);
+      return max_param_ms;
+    };
     if (fi_param_get_size_t(&provider(), "rdm_peer_idle_ms", &n) == 0)
-      the_config.rdm_peer_idle_ms = n;
+      the_config.rdm_peer_idle_ms = capped("RDM_PEER_IDLE_MS", n);
     if (fi_param_get_size_t(&provider(), "rdm_peer_timeout_ms", &n) == 0 && n)
-      the_config.rdm_peer_timeout_ms = n;
+      the_config.rdm_peer_timeout_ms = capped("RDM_PEER_TIMEOUT_MS", n);
     if (fi_param_get_size_t(&provider(), "rdm_unexp_limit", &n) == 0)
       the_config.rdm_unexp_limit = n;
     return true;

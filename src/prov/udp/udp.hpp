@@ -36,6 +36,10 @@ struct config {
   uint64_t rdm_peer_idle_ms = 60000;
 };
 const config& cfg() noexcept;
+// The most a duration parameter in milliseconds may say: a week. More would
+// overflow as nanoseconds (a timeout of 2^64 ms + 1 would become half a
+// millisecond); a larger value is taken as a week, logged.
+inline constexpr size_t max_param_ms = size_t{7} * 24 * 3600 * 1000;
 fi_provider& provider() noexcept;
 
 // The static capability templates (attr.cpp: FI_EP_DGRAM, FI_EP_RDM) and
