@@ -6,6 +6,7 @@
 fi_provider* weft_udp_provider() noexcept;
 fi_provider* weft_shm_provider() noexcept;
 fi_provider* weft_tcp_provider() noexcept;
+fi_provider* weft_lnx_provider() noexcept;
 
 namespace weft::core {
 
@@ -14,6 +15,8 @@ std::span<const provider_init> builtin_providers() noexcept {
       &weft_udp_provider,
       &weft_shm_provider,
       &weft_tcp_provider,
+      // Last: it links the others, and answers only when asked (lnx.hpp).
+      &weft_lnx_provider,
   };
   return table;
 }

@@ -82,6 +82,12 @@ fi_provider* find_provider(std::string_view name) noexcept {
   return nullptr;
 }
 
+fi_provider* find_builtin_provider(std::string_view name) noexcept {
+  for (provider_init init : builtin_providers())
+    if (fi_provider* p = init(); p && p->name && same_name(p->name, name)) return p;
+  return nullptr;
+}
+
 bool provider_name_matches(std::string_view hint, const fi_provider& prov) noexcept {
   // weft's providers implement every endpoint type natively; a layered name
   // such as "tcp;ofi_rxm" asks for tcp's reliable endpoints, which tcp gives.

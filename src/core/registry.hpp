@@ -22,6 +22,10 @@ std::span<fi_provider* const> active_providers() noexcept;
 // The provider named exactly `name` (case-insensitive), or nullptr.
 fi_provider* find_provider(std::string_view name) noexcept;
 
+// The built-in provider named `name`, whether or not FI_PROVIDER lets the
+// application see it: a link provider (lnx) reaches its cores through it.
+fi_provider* find_builtin_provider(std::string_view name) noexcept;
+
 // Whether a provider name from hints ("tcp", "tcp;ofi_rxm") selects `prov`.
 bool provider_name_matches(std::string_view hint, const fi_provider& prov) noexcept;
 

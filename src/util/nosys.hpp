@@ -68,6 +68,14 @@ inline constexpr fi_ops_msg msg_badstate = {
     WEFT_FAIL(opbadstate, fi_ops_msg, inject),   WEFT_FAIL(opbadstate, fi_ops_msg, senddata),
     WEFT_FAIL(opbadstate, fi_ops_msg, injectdata),
 };
+inline constexpr fi_ops_tagged tagged_badstate = {
+    .size = sizeof(fi_ops_tagged),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, recv),     WEFT_FAIL(opbadstate, fi_ops_tagged, recvv),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, recvmsg),  WEFT_FAIL(opbadstate, fi_ops_tagged, send),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, sendv),    WEFT_FAIL(opbadstate, fi_ops_tagged, sendmsg),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, inject),   WEFT_FAIL(opbadstate, fi_ops_tagged, senddata),
+    WEFT_FAIL(opbadstate, fi_ops_tagged, injectdata),
+};
 
 inline constexpr fi_ops_rma rma_nosys = {
     .size = sizeof(fi_ops_rma),

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+// weft — the lnx fabric and domain: util's objects, and for each provider of
+// the link a fabric and domain of that provider, opened through its
+// fi_provider entry points (as the core opens any provider's), so
+// FI_PROVIDER=lnx does not hide the cores from lnx.
+#include "core/info.hpp"
+#include "core/log.hpp"
+#include "core/registry.hpp"
+#include "prov/lnx/ep.hpp"
+#include "prov/lnx/lnx.hpp"
+
+#include <rdma/fi_domain.h>
+
+namespace weft::lnx {
+
+namespace {
+
+int open_domain(util::fabric& fab, fi_info* info, fid_domain** out, void* context) {
+  auto* prov = &provider();
+  if (!info || !out || !info->domain_attr || !info->domain_attr->name || !info->ep_attr ||
+      !info->tx_attr || !info->rx_attr) {
+    WEFT_WARN(prov, FI_LOG_DOMAIN, "fi_domain needs an fi_info from fi_getinfo for lnx");
+    return to_fi(errc::inval);
+  }
+  if (info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC) {
+    WEFT_WARN(prov, FI_LOG_DOMAIN, "lnx offers FI_EP_RDM only");
+    return to_fi(errc::nodata);
+  }
+  if (info->domain_attr->data_progress == FI_PROGRESS_AUTO ||
+      info->domain_attr->control_progress == FI_PROGRESS_AUTO) {
+    WEFT_WARN(prov, FI_LOG_DOMAIN, "lnx progresses manually only (for now)");
+    return to_fi(errc::nodata);
+  }
+  return abi_guard([&]() -> int {
+    auto d = std::make_unique<domain>(fab, *info, context);
+    if (int ret = d->open_cores(fab.api(), *info)) return ret;
+    *out = d.release();
+    return 0;
+  });
+}
+
+int open_endpoint(util::domain& dom, fi_info* info, fid_ep** out, void* context) {
+  return endpoint::open(static_cast<domain&>(dom), info, out, context);
+}
+
+const util::av_codec* codec_for(const util::domain&) { return &codec(); }
+
+}  // namespace
+
+const util::fabric_hooks fabric_hooks = {
+    .domain = open_domain,
+    .passive_ep = nullptr,
+};
+
+const util::domain_hooks domain_hooks = {
+    .endpoint = open_endpoint,
+    .codec = codec_for,
+    .query_atomic = nullptr,
+    .srx_ctx = nullptr,
+    .scalable_ep = nullptr,
+};
+
+core_domain::~core_domain() {
+  if (domain && fi_close(&domain->fid))
+    WEFT_WARN(&lnx::provider(), FI_LOG_DOMAIN, "closing the %s domain failed", m.prov.c_str());
+  if (fabric && fi_close(&fabric->fid))
+    WEFT_WARN(&lnx::provider(), FI_LOG_DOMAIN, "closing the %s fabric failed", m.prov.c_str());
+  core::free_info(info);
+}
+
+domain::domain(util::fabric& fab, const fi_info& info, void* context)
+    : util::domain(fab, &lnx::domain_hooks, info, context) {}
+
+domain::~domain() {
+  // The cores' domains go before their fabrics, the last link member first.
+  while (!cores_.empty()) cores_.pop_back();
+}
+
+int domain::open_cores(uint32_t version, const fi_info& info) noexcept {
+  auto* prov = &lnx::provider();
+  // The domain's name is the link it joins, as fi_getinfo wrote it.
+  config c = parse_links(info.domain_attr->name);
+  if (!c.error.empty() || c.links.size() != 1) {
+    WEFT_WARN(prov, FI_LOG_DOMAIN, "fi_domain: '%s' does not name an lnx link: %s",
+              info.domain_attr->name, c.error.c_str());
+    return to_fi(errc::inval);
+  }
+  for (const member& m : c.links.front().members) {
+    auto cd = std::make_unique<core_domain>();
+    cd->m = m;
+    fi_info* list = nullptr;
+    if (int ret = core_getinfo(version, m, &info, &list); ret || !list) {
+      WEFT_WARN(prov, FI_LOG_DOMAIN, "fi_domain: %s offers nothing lnx can use", m.prov.c_str());
+      return ret ? ret : to_fi(errc::nodata);
+    }
+    // The first answer: the provider's choice, or the named domain.
+    cd->info = list;
+    if (list->next) {
+      core::free_info(list->next);
+      list->next = nullptr;
+    }
+    fi_provider* p = core::find_builtin_provider(m.prov);
+    if (int ret = p->fabric(cd->info->fabric_attr, &cd->fabric, nullptr)) {
+      WEFT_WARN(prov, FI_LOG_DOMAIN, "fi_domain: the %s fabric did not open: %s", m.prov.c_str(),
+                fi_strerror(-ret));
+      return ret;
+    }
+    if (int ret = fi_domain(cd->fabric, cd->info, &cd->domain, nullptr)) {
+      WEFT_WARN(prov, FI_LOG_DOMAIN, "fi_domain: the %s domain did not open: %s", m.prov.c_str(),
+                fi_strerror(-ret));
+      return ret;
+    }
+    cores_.push_back(std::move(cd));
+  }
+  return 0;
+}
+
+}  // namespace weft::lnx

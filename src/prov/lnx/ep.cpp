@@ -1,0 +1,480 @@
+// SPDX-License-Identifier: MIT
+// weft — the lnx endpoint's life: its core endpoints, bindings (each lnx CQ
+// or counter gets a peer CQ or counter on every core), enable, routes,
+// names, close. The data path is in xfer.cpp.
+#include "prov/lnx/ep.hpp"
+
+#include "core/log.hpp"
+#include "util/av.hpp"
+#include "util/nosys.hpp"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_eq.h>
+
+#include <cstring>
+#include <mutex>
+
+namespace weft::lnx {
+
+namespace {
+
+template <class Lock>
+struct owner_ops {
+  static ssize_t write(fid_peer_cq* c, void* ctx, uint64_t flags, size_t len, void* buf,
+                       uint64_t data, uint64_t tag, fi_addr_t src) noexcept {
+    util::cq* t = static_cast<cq_owner*>(c)->target;
+    return t->write<Lock>({ctx, flags, len, buf, data, tag, src, 0}) ? 0 : to_fi(errc::again);
+  }
+  static ssize_t writeerr(fid_peer_cq* c, const fi_cq_err_entry* e) noexcept {
+    util::cq* t = static_cast<cq_owner*>(c)->target;
+    return t->write_error<Lock>(*e) ? 0 : to_fi(errc::again);
+  }
+  static constexpr fi_ops_cq_owner cq = {sizeof(fi_ops_cq_owner), write, writeerr};
+};
+
+void cntr_inc(fid_peer_cntr* c) noexcept { static_cast<cntr_owner*>(c)->target->inc(); }
+void cntr_incerr(fid_peer_cntr* c) noexcept { static_cast<cntr_owner*>(c)->target->inc_err(); }
+constexpr fi_ops_cntr_owner cntr_ops = {sizeof(fi_ops_cntr_owner), cntr_inc, cntr_incerr};
+
+int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
+  if (!util::is_class(f, FI_CLASS_EP)) return to_fi(errc::inval);
+  return abi_guard([&] { return endpoint::from(f)->getname(addr, addrlen); });
+}
+const fi_ops_cm cm_ops = util::cm_name_only(cm_getname);
+
+const char* core_name(const core_ep& c) { return c.cd->m.prov.c_str(); }
+
+}  // namespace
+
+int endpoint::open(domain& dom, fi_info* info, fid_ep** out, void* context) noexcept {
+  auto* p = &provider();
+  if (!info || !out || !info->ep_attr || info->ep_attr->type != FI_EP_RDM) {
+    WEFT_WARN(p, FI_LOG_EP_CTRL, "lnx offers FI_EP_RDM endpoints only");
+    return to_fi(errc::inval);
+  }
+  return abi_guard([&]() -> int {
+    auto ep = std::make_unique<endpoint>(dom, *info, context);
+    if (int ret = ep->open_cores(*info)) return ret;
+    *out = ep.release();
+    return 0;
+  });
+}
+
+endpoint::endpoint(domain& dom, const fi_info& info, void* context)
+    : endpoint_object(FI_CLASS_EP, context),
+      domain_(&dom),
+      caps_(info.caps),
+      tx_op_flags_(info.tx_attr ? info.tx_attr->op_flags : 0),
+      rx_op_flags_(info.rx_attr ? info.rx_attr->op_flags : 0),
+      // The engine is reached by the application and by every core's
+      // progress: it locks unless the application serialises the domain.
+      locked_(dom.lock_threading() != FI_THREAD_DOMAIN) {
+  cm = const_cast<fi_ops_cm*>(&cm_ops);
+  msg = util::writable(util::msg_badstate);
+  tagged = util::writable(util::tagged_badstate);
+}
+
+endpoint::~endpoint() {
+  // Core objects go before the engine whose faces they use: endpoints
+  // first (closing one withdraws what it queued), then what they bound.
+  for (core_ep& c : cores_) {
+    if (c.ep && fi_close(&c.ep->fid))
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "closing the %s endpoint failed", core_name(c));
+    c.ep = nullptr;
+  }
+  for (core_ep& c : cores_) {
+    for (fid_cq* q : c.cqs) fi_close(&q->fid);
+    for (fid_cntr* n : c.cntrs) fi_close(&n->fid);
+    if (c.srx) fi_close(&c.srx->fid);
+    if (c.av) fi_close(&c.av->fid);
+  }
+  if (engine_) {
+    if (locked_)
+      engine_->shutdown<util::mutex_lock>();
+    else
+      engine_->shutdown<util::null_lock>();
+  }
+}
+
+int endpoint::open_cores(const fi_info& info) {
+  auto* p = &provider();
+  for (auto& cd : domain_->cores()) {
+    core_ep c;
+    c.cd = cd.get();
+    fi_info* ci = fi_dupinfo(cd->info);
+    if (!ci) return to_fi(errc::nomem);
+    // Sends pass through with the application's default flags; receives
+    // are lnx's, so the core's receive side has none.
+    ci->tx_attr->op_flags = tx_op_flags_;
+    ci->rx_attr->op_flags = 0;
+    if (info.tx_attr && info.tx_attr->size) ci->tx_attr->size = info.tx_attr->size;
+    int ret = fi_endpoint(cd->domain, ci, &c.ep, nullptr);
+    fi_freeinfo(ci);
+    if (ret) {
+      WEFT_WARN(p, FI_LOG_EP_CTRL, "fi_endpoint: the %s endpoint did not open: %s",
+                cd->m.prov.c_str(), fi_strerror(-ret));
+      return ret;
+    }
+    fi_av_attr aa{};
+    aa.type = FI_AV_TABLE;
+    if ((ret = fi_av_open(cd->domain, &aa, &c.av, nullptr)) ||
+        (ret = fi_ep_bind(c.ep, &c.av->fid, 0))) {
+      cores_.push_back(c);
+      WEFT_WARN(p, FI_LOG_EP_CTRL, "fi_endpoint: the %s AV: %s", cd->m.prov.c_str(),
+                fi_strerror(-ret));
+      return ret;
+    }
+    cores_.push_back(c);
+  }
+  return 0;
+}
+
+int endpoint::close() {
+  if (busy()) return to_fi(errc::busy);
+  if (watching_) bound_.av_->unwatch(this);
+  // Core endpoints stop (and stop writing into our CQs) before the
+  // bindings let go of them.
+  for (core_ep& c : cores_) {
+    if (c.ep && fi_close(&c.ep->fid))
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "closing the %s endpoint failed", core_name(c));
+    c.ep = nullptr;
+  }
+  for (core_ep& c : cores_)
+    for (auto [q, fd] : c.wait_fds) q->remove_wait_fd(fd);
+  bound_.unbind(this, -1);
+  delete this;
+  return 0;
+}
+
+int endpoint::bind(struct fid* bfid, uint64_t flags) {
+  auto* p = &provider();
+  if (enabled_) {
+    WEFT_WARN(p, FI_LOG_EP_CTRL, "fi_ep_bind after fi_enable");
+    return to_fi(errc::opbadstate);
+  }
+  if (!bfid) return to_fi(errc::inval);
+  if (bfid->fclass == FI_CLASS_SRX_CTX || bfid->fclass == FI_CLASS_STX_CTX) {
+    WEFT_WARN(p, FI_LOG_EP_CTRL, "lnx endpoints share no contexts (yet)");
+    return to_fi(errc::nosys);
+  }
+  if (bfid->fclass == FI_CLASS_EQ) {
+    WEFT_WARN(p, FI_LOG_EP_CTRL, "an lnx endpoint (FI_EP_RDM) has no events for an EQ");
+  }
+  util::progress_hook hook{&progress_thunk, this};
+  if (int ret = bound_.bind(*domain_, bfid, flags, hook, -1)) return ret;
+  if (bfid->fclass == FI_CLASS_CQ) return bind_cq(*util::cq::from(bfid), flags);
+  if (bfid->fclass == FI_CLASS_CNTR) return bind_cntr(*util::cntr::from(bfid), flags);
+  return 0;
+}
+
+int endpoint::bind_cq(util::cq& q, uint64_t flags) {
+  auto owner = std::make_unique<cq_owner>();
+  owner->fid.fclass = FI_CLASS_PEER_CQ;
+  owner->owner_ops = const_cast<fi_ops_cq_owner*>(locked_ ? &owner_ops<util::mutex_lock>::cq
+                                                          : &owner_ops<util::null_lock>::cq);
+  owner->target = &q;
+  owner->ctx.cq = owner.get();
+  for (core_ep& c : cores_) {
+    fi_cq_attr a{};
+    a.format = FI_CQ_FORMAT_TAGGED;
+    a.size = 1024;
+    a.flags = FI_PEER;
+    a.wait_obj = q.waiter() ? FI_WAIT_FD : FI_WAIT_NONE;
+    fid_cq* core_cq = nullptr;
+    int ret = fi_cq_open(c.cd->domain, &a, &core_cq, &owner->ctx);
+    if (ret) {
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind: the %s peer CQ: %s", core_name(c),
+                fi_strerror(-ret));
+      return ret;
+    }
+    c.cqs.push_back(core_cq);
+    uint64_t f = flags & (FI_TRANSMIT | FI_SEND | FI_RECV | FI_SELECTIVE_COMPLETION);
+    if ((ret = fi_ep_bind(c.ep, &core_cq->fid, f))) {
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind: the %s endpoint refused its CQ: %s",
+                core_name(c), fi_strerror(-ret));
+      return ret;
+    }
+    if (q.waiter()) {
+      // A reader asleep on the lnx CQ wakes when a core has work: the
+      // cores' wait fds join the lnx CQ's.
+      int fd = -1;
+      if (fi_control(&core_cq->fid, FI_GETWAIT, &fd) == 0 && fd >= 0) {
+        if (errc e = q.add_wait_fd(fd); e != errc::ok) return to_fi(e);
+        c.wait_fds.emplace_back(&q, fd);
+      }
+    }
+  }
+  cq_owners_.push_back(std::move(owner));
+  return 0;
+}
+
+int endpoint::bind_cntr(util::cntr& n, uint64_t flags) {
+  auto owner = std::make_unique<cntr_owner>();
+  owner->fid.fclass = FI_CLASS_PEER_CNTR;
+  owner->owner_ops = const_cast<fi_ops_cntr_owner*>(&cntr_ops);
+  owner->target = &n;
+  owner->ctx.cntr = owner.get();
+  for (core_ep& c : cores_) {
+    fi_cntr_attr a{};
+    a.events = FI_CNTR_EVENTS_COMP;
+    a.flags = FI_PEER;
+    fid_cntr* core_cntr = nullptr;
+    int ret = fi_cntr_open(c.cd->domain, &a, &core_cntr, &owner->ctx);
+    if (ret) {
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind: the %s peer counter: %s",
+                core_name(c), fi_strerror(-ret));
+      return ret;
+    }
+    c.cntrs.push_back(core_cntr);
+    if ((ret = fi_ep_bind(c.ep, &core_cntr->fid, flags))) {
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
+                "fi_ep_bind: the %s endpoint refused its counter: %s", core_name(c),
+                fi_strerror(-ret));
+      return ret;
+    }
+  }
+  cntr_owners_.push_back(std::move(owner));
+  return 0;
+}
+
+int endpoint::control(int command, void* arg) {
+  if (command == FI_ENABLE) return enable();
+  int ret = util::ops_flags_control(&provider(), command, arg, tx_op_flags_, rx_op_flags_);
+  return ret == 1 ? to_fi(errc::nosys) : ret;
+}
+
+int endpoint::enable() {
+  if (enabled_) return 0;
+  auto* p = &provider();
+  if (int ret = bound_.check_enable(p, FI_EP_RDM, caps_)) return ret;
+  util::srx_attr a;
+  a.prov = p;
+  a.rx_cq = bound_.rx_cq.get();
+  a.threading = locked_ ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
+  a.size = 0;
+  a.min_multi_recv = min_multi_recv_;
+  a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
+  // Cores name senders by the lnx AV's reported values (routes), as
+  // completions do: a directed receive's fi_addr is turned into that form.
+  a.av = bound_.av_.get();
+  engine_ = std::make_unique<util::srx>(a);
+  for (core_ep& c : cores_) {
+    c.face = engine_->add_peer(nullptr, this);
+    c.srx_ctx = {sizeof(fi_peer_srx_context), c.face};
+    fi_rx_attr ra{};
+    ra.op_flags = FI_PEER;
+    int ret = fi_srx_context(c.cd->domain, &ra, &c.srx, &c.srx_ctx);
+    if (!ret) ret = fi_ep_bind(c.ep, &c.srx->fid, 0);
+    if (!ret) ret = fi_enable(c.ep);
+    size_t len = 0;
+    char probe[1];
+    if (!ret && fi_getname(&c.ep->fid, probe, &len) != -FI_ETOOSMALL) ret = to_fi(errc::other);
+    if (ret) {
+      WEFT_WARN(p, FI_LOG_EP_CTRL, "fi_enable: the %s endpoint: %s", core_name(c),
+                fi_strerror(-ret));
+      return ret;
+    }
+    c.addrlen = len;
+  }
+  bound_.av_->watch(this, &av_changed);
+  watching_ = true;
+  resync(false);
+  msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>()
+                                        : msg_table<util::null_lock>());
+  tagged = const_cast<fi_ops_tagged*>(locked_ ? tagged_table<util::mutex_lock>()
+                                              : tagged_table<util::null_lock>());
+  enabled_ = true;
+  return 0;
+}
+
+void endpoint::progress_thunk(void* obj) noexcept { static_cast<endpoint*>(obj)->progress(); }
+
+void endpoint::progress() noexcept {
+  // Reading a peer CQ or counter drives its core's progress and passes
+  // what it completed on to the lnx CQ or counter.
+  for (core_ep& c : cores_) {
+    for (fid_cq* q : c.cqs) fi_cq_read(q, nullptr, 0);
+    for (fid_cntr* n : c.cntrs) fi_cntr_read(n);
+  }
+}
+
+// ---- routes -------------------------------------------------------------------
+
+uint64_t endpoint::signature(fi_addr_t a) const noexcept {
+  const util::av* av = bound_.av_.get();
+  const uint8_t* e = av->entry(a);
+  if (!e) return 0;
+  uint64_t s = av->codec().hash(e);
+  return (s << 32 | 1) ^ (av->report(a) * 0x9e3779b97f4a7c15ULL);
+}
+
+uint64_t endpoint::resolve(fi_addr_t a) noexcept {
+  auto* p = &provider();
+  const util::av* av = bound_.av_.get();
+  const uint8_t* e = av->entry(a);
+  if (!e) return 0;
+  proto::addr_header h;
+  part parts[proto::max_parts];
+  size_t n = 0;
+  if (!read_address(e, h, parts, &n)) return 0;  // the codec checked it at insert
+  // shm for a peer on this host; else the first other provider we share.
+  const part* use = nullptr;
+  size_t core = 0;
+  for (int pass = 0; pass < 2 && !use; ++pass) {
+    for (size_t i = 0; i < n && !use; ++i) {
+      bool shm = parts[i].id == proto::prov_id::shm;
+      if (pass == 0 && !(shm && h.host == host_identity())) continue;
+      if (pass == 1 && shm) continue;
+      for (size_t k = 0; k < cores_.size(); ++k)
+        if (cores_[k].cd->m.id == parts[i].id) {
+          use = &parts[i];
+          core = k;
+          break;
+        }
+    }
+  }
+  if (!use) {
+    WEFT_WARN(p, FI_LOG_AV, "fi_addr %llu: no provider of this link reaches that peer",
+              static_cast<unsigned long long>(a));
+    return 0;
+  }
+  core_ep& c = cores_[core];
+  if (use->len > c.addrlen) {
+    WEFT_WARN(p, FI_LOG_AV, "fi_addr %llu: its %s address is %zu bytes, ours %zu", 
+              static_cast<unsigned long long>(a), core_name(c), use->len, c.addrlen);
+    return 0;
+  }
+  std::vector<uint8_t> buf(c.addrlen, 0);
+  std::memcpy(buf.data(), use->bytes, use->len);
+  fi_addr_t id = av->report(a);
+  if (fi_av_insert(c.av, buf.data(), 1, &id, FI_AV_USER_ID, nullptr) != 1) {
+    WEFT_WARN(p, FI_LOG_AV, "fi_addr %llu: the %s AV refused the peer's address",
+              static_cast<unsigned long long>(a), core_name(c));
+    return 0;
+  }
+  uint64_t r = route_table::make(core, id);
+  if (!routes_.set(a, r)) {
+    fi_av_remove(c.av, &id, 1, 0);
+    return 0;
+  }
+  if (sigs_.size() <= a) sigs_.resize(a + 1, 0);
+  sigs_[a] = signature(a);
+  return r;
+}
+
+void endpoint::unroute(fi_addr_t a) noexcept {
+  uint64_t r = routes_.get(a);
+  if (!r) return;
+  routes_.set(a, 0);
+  fi_addr_t ca = route_table::addr_of(r);
+  fi_av_remove(cores_[route_table::core_of(r)].av, &ca, 1, 0);
+  if (a < sigs_.size()) sigs_[a] = 0;
+}
+
+uint64_t endpoint::resolve_on_send(fi_addr_t a) noexcept {
+  if (!enabled_ || !bound_.av_) return 0;
+  std::lock_guard g(ctl_);
+  if (uint64_t r = routes_.get(a)) return r;  // another thread made it
+  uint64_t r = resolve(a);
+  if (!r && !bound_.av_->entry(a))
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "fi_addr %llu is not in the endpoint's AV",
+              static_cast<unsigned long long>(a));
+  return r;
+}
+
+void endpoint::av_changed(void* obj, bool inserted_only) noexcept {
+  static_cast<endpoint*>(obj)->resync(inserted_only);
+}
+
+void endpoint::resync(bool inserted_only) noexcept {
+  std::lock_guard g(ctl_);
+  const util::av* av = bound_.av_.get();
+  size_t bound = av->table().bound();
+  // After inserts only: the new indices, and the holes removals left below.
+  size_t from = inserted_only && !holes_ ? scanned_ : 0;
+  size_t holes = 0;
+  for (size_t a = from; a < bound; ++a) {
+    uint64_t r = routes_.get(a);
+    bool live = av->entry(a) != nullptr;
+    if (r && (!live || (!inserted_only && (a >= sigs_.size() || sigs_[a] != signature(a))))) {
+      unroute(a);
+      r = 0;
+    }
+    if (live && !r) r = resolve(a);
+    if (!r) ++holes;
+  }
+  if (from == 0) holes_ = holes;
+  else holes_ += holes;
+  scanned_ = bound;
+}
+
+// ---- the rest of the endpoint ---------------------------------------------------
+
+ssize_t endpoint::cancel(void* context) {
+  if (!engine_) return to_fi(errc::noent);
+  return locked_ ? engine_->cancel<util::mutex_lock>(context)
+                 : engine_->cancel<util::null_lock>(context);
+}
+
+int endpoint::setopt(int level, int name, const void* val, size_t len) {
+  int ret = endpoint_object::setopt(level, name, val, len);
+  if (ret == 0 && name == FI_OPT_MIN_MULTI_RECV && engine_) engine_->set_min_multi_recv(min_multi_recv_);
+  return ret;
+}
+
+ssize_t endpoint::rx_size_left() {
+  if (!enabled_) return to_fi(errc::opbadstate);
+  return locked_ ? engine_->rx_size_left<util::mutex_lock>()
+                 : engine_->rx_size_left<util::null_lock>();
+}
+
+ssize_t endpoint::tx_size_left() {
+  if (!enabled_) return to_fi(errc::opbadstate);
+  ssize_t least = -1;
+  for (core_ep& c : cores_) {
+    ssize_t n = c.ep->ops->tx_size_left(c.ep);
+    if (n < 0) return n;
+    if (least < 0 || n < least) least = n;
+  }
+  return least;
+}
+
+int endpoint::getname(void* addr, size_t* addrlen) {
+  if (!addrlen) return to_fi(errc::inval);
+  if (!addr || *addrlen < proto::addr_bytes) {
+    *addrlen = proto::addr_bytes;
+    return to_fi(errc::toosmall);
+  }
+  uint8_t out[proto::addr_bytes] = {};
+  proto::addr_header h{proto::magic, proto::version, 0, 0, host_identity()};
+  size_t off = sizeof h;
+  for (core_ep& c : cores_) {
+    uint8_t name[proto::max_part_len + 1];
+    size_t len = sizeof name;
+    int ret = fi_getname(&c.ep->fid, name, &len);
+    if (ret == -FI_ETOOSMALL || len > proto::max_part_len) {
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_getname: the %s address (%zu bytes) is too long",
+                core_name(c), len);
+      return to_fi(errc::other);
+    }
+    if (ret) return ret;
+    // Trailing zeroes (padding of names, sin_zero) are left out: the
+    // inserting side pads the address back to its core's length.
+    while (len && name[len - 1] == 0) --len;
+    if (!len) return to_fi(errc::other);
+    proto::part_header ph{static_cast<uint8_t>(c.cd->m.id), 0, static_cast<uint16_t>(len)};
+    if (off + sizeof ph + proto::pad4(len) > proto::addr_bytes) return to_fi(errc::other);
+    std::memcpy(out + off, &ph, sizeof ph);
+    std::memcpy(out + off + sizeof ph, name, len);
+    off += sizeof ph + proto::pad4(len);
+    ++h.parts;
+  }
+  h.length = static_cast<uint16_t>(off);
+  std::memcpy(out, &h, sizeof h);
+  std::memcpy(addr, out, proto::addr_bytes);
+  *addrlen = proto::addr_bytes;
+  return 0;
+}
+
+}  // namespace weft::lnx

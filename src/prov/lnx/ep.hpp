@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT
+// weft — the lnx endpoint.
+//
+// Each lnx endpoint holds one endpoint of every provider of its link (a
+// "core endpoint"), opened on the lnx domain's core domains and used only
+// through the public API:
+//  - sends are passed through: the destination's route names the core and
+//    the peer's fi_addr in that core's AV; the call is the same call on the
+//    core endpoint, with the application's context;
+//  - receives are posted to lnx's own matching engine (util::srx), which
+//    every core endpoint matches through as a peer (fi_srx_context with
+//    FI_PEER on a face of the engine per core): a receive for
+//    FI_ADDR_UNSPEC is taken by exactly one message, whichever core it came
+//    from;
+//  - completions: every core endpoint writes into peer CQs and counters
+//    (FI_PEER) whose owner is the lnx CQ or counter the application bound;
+//    reading the lnx CQ drives the cores (fi_cq_read(core, NULL, 0)).
+//
+// Routes. An fi_addr of the lnx AV is resolved once, into one core: shm when
+// the peer's address names this host and carries an shm part, else the
+// first other provider both sides have. The core's AV then holds the peer
+// with the lnx fi_addr's reported value (the application's user id, or the
+// fi_addr itself) as its user id (FI_AV_USER_ID), so completions and the
+// engine name senders the way the application does. Resolution runs when
+// the lnx AV changes (av::watch, so a peer inserted before its first
+// message is known by its source) and, for an fi_addr not seen yet, on the
+// first send.
+#pragma once
+
+#include "prov/lnx/lnx.hpp"
+#include "util/cntr.hpp"
+#include "util/cq.hpp"
+#include "util/endpoint.hpp"
+#include "util/fast_mutex.hpp"
+#include "util/srx.hpp"
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/providers/fi_peer.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+namespace weft::lnx {
+
+// fi_addr -> route, read without a lock on every send; written under the
+// endpoint's control lock. Chunks never move once made, and the directory is
+// fixed at open (untouched pages of it cost nothing).
+class route_table {
+ public:
+  static constexpr unsigned chunk_shift = 12;
+  static constexpr size_t chunk = size_t{1} << chunk_shift;
+  static constexpr size_t max_chunks = size_t{1} << 13;  // 32 Mi peers
+  static constexpr unsigned core_shift = 56;
+  static constexpr uint64_t addr_mask = (uint64_t{1} << core_shift) - 1;
+
+  route_table() : dir_(static_cast<std::atomic<uint64_t>**>(std::calloc(max_chunks, sizeof(void*)))) {
+    if (!dir_) throw std::bad_alloc();
+  }
+  ~route_table() {
+    for (size_t i = 0; i < max_chunks; ++i) delete[] dir_[i];
+    std::free(dir_);
+  }
+  route_table(const route_table&) = delete;
+  route_table& operator=(const route_table&) = delete;
+
+  // 0: no route.
+  uint64_t get(fi_addr_t a) const noexcept {
+    size_t c = a >> chunk_shift;
+    if (c >= max_chunks) [[unlikely]]
+      return 0;
+    std::atomic<uint64_t>* p = std::atomic_ref(dir_[c]).load(std::memory_order_acquire);
+    return p ? p[a & (chunk - 1)].load(std::memory_order_acquire) : 0;
+  }
+  // Under the control lock. false: the fi_addr is beyond the table, or no memory.
+  bool set(fi_addr_t a, uint64_t r) noexcept {
+    size_t c = a >> chunk_shift;
+    if (c >= max_chunks) return false;
+    std::atomic<uint64_t>* p = std::atomic_ref(dir_[c]).load(std::memory_order_relaxed);
+    if (!p) {
+      p = new (std::nothrow) std::atomic<uint64_t>[chunk]();
+      if (!p) return false;
+      std::atomic_ref(dir_[c]).store(p, std::memory_order_release);
+    }
+    p[a & (chunk - 1)].store(r, std::memory_order_release);
+    return true;
+  }
+  static uint64_t make(size_t core, fi_addr_t addr) noexcept {
+    return (uint64_t{core} + 1) << core_shift | (addr & addr_mask);
+  }
+  static size_t core_of(uint64_t r) noexcept { return (r >> core_shift) - 1; }
+  static fi_addr_t addr_of(uint64_t r) noexcept { return r & addr_mask; }
+
+ private:
+  std::atomic<uint64_t>** dir_;
+};
+
+class endpoint;
+
+// The owner side of a core's peer CQ: what the core writes lands in the lnx CQ.
+struct cq_owner : fid_peer_cq {
+  util::cq* target = nullptr;
+  fi_peer_cq_context ctx{sizeof(fi_peer_cq_context), nullptr};
+};
+// ... and of a core's peer counter.
+struct cntr_owner : fid_peer_cntr {
+  util::cntr* target = nullptr;
+  fi_peer_cntr_context ctx{sizeof(fi_peer_cntr_context), nullptr};
+};
+
+// One provider of the link, as this endpoint uses it.
+struct core_ep {
+  core_domain* cd = nullptr;
+  fid_ep* ep = nullptr;
+  fid_av* av = nullptr;
+  fid_ep* srx = nullptr;          // the core's peer SRX, on our engine's face
+  fid_peer_srx* face = nullptr;   // that face (owned by the engine)
+  fi_peer_srx_context srx_ctx{};  // what the core's fi_srx_context was given
+  std::vector<std::pair<util::cq*, int>> wait_fds;  // the peer CQs' fds in lnx CQs
+  std::vector<fid_cq*> cqs;       // peer CQs, in binding order
+  std::vector<fid_cntr*> cntrs;   // peer counters
+  size_t addrlen = 0;             // the core's fi_getname length
+};
+
+class endpoint : public util::endpoint_object<endpoint> {
+ public:
+  static int open(domain& dom, fi_info* info, fid_ep** out, void* context) noexcept;
+  endpoint(domain& dom, const fi_info& info, void* context);
+  ~endpoint() override;
+
+  int close();
+  int bind(struct fid* bfid, uint64_t flags);
+  int control(int command, void* arg);
+  ssize_t cancel(void* context);
+  int setopt(int level, int name, const void* val, size_t len);
+  ssize_t rx_size_left();
+  ssize_t tx_size_left();
+  int getname(void* addr, size_t* addrlen);
+
+  // ---- data path (xfer.cpp) ----
+  // The core endpoint and its fi_addr for `dest`; false (logged) when the
+  // fi_addr names no peer or no core reaches it.
+  WEFT_ALWAYS_INLINE bool route(fi_addr_t dest, fid_ep*& ep, fi_addr_t& addr) noexcept {
+    uint64_t r = routes_.get(dest);
+    if (!r) [[unlikely]]
+      r = resolve_on_send(dest);
+    if (!r) return false;
+    ep = cores_[route_table::core_of(r)].ep;
+    addr = route_table::addr_of(r);
+    return true;
+  }
+  util::srx& engine() noexcept { return *engine_; }
+  uint64_t rx_op_flags() const noexcept { return rx_op_flags_; }
+  bool locked() const noexcept { return locked_; }
+  static const fi_provider* prov() noexcept { return &provider(); }
+
+  template <class Lock>
+  static const fi_ops_msg* msg_table() noexcept;
+  template <class Lock>
+  static const fi_ops_tagged* tagged_table() noexcept;
+
+ private:
+  int open_cores(const fi_info& info);
+  int enable();
+  int bind_cq(util::cq& c, uint64_t flags);
+  int bind_cntr(util::cntr& c, uint64_t flags);
+  static void progress_thunk(void* obj) noexcept;
+  void progress() noexcept;
+  static void av_changed(void* obj, bool inserted_only) noexcept;
+  // Under ctl_: the route of fi_addr a, made now (0 when it cannot be).
+  uint64_t resolve(fi_addr_t a) noexcept;
+  uint64_t resolve_on_send(fi_addr_t a) noexcept;
+  void unroute(fi_addr_t a) noexcept;
+  void resync(bool inserted_only) noexcept;
+  uint64_t signature(fi_addr_t a) const noexcept;
+
+  util::ref<domain> domain_;
+  uint64_t caps_;
+  uint64_t tx_op_flags_, rx_op_flags_;
+  const bool locked_;
+  bool enabled_ = false;
+  util::ep_bindings bound_;
+  std::unique_ptr<util::srx> engine_;
+  std::vector<core_ep> cores_;
+  std::vector<std::unique_ptr<cq_owner>> cq_owners_;
+  std::vector<std::unique_ptr<cntr_owner>> cntr_owners_;
+  route_table routes_;
+  // Under ctl_: what each resolved fi_addr was resolved from (signature()),
+  // and fi_addrs below scanned_ that have no route (removed ones).
+  util::fast_mutex ctl_;
+  std::vector<uint64_t> sigs_;
+  size_t scanned_ = 0;
+  size_t holes_ = 0;
+  bool watching_ = false;
+};
+
+}  // namespace weft::lnx

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+// weft — the link provider lnx (fi_lnx(7)): one FI_EP_RDM endpoint over
+// several providers ("cores": shm for peers on this host, tcp for the rest),
+// reached only through the public API and the peer-provider interface
+// (fi_peer(3)): lnx owns the completion queues, counters and the receive
+// context, the cores move the bytes.
+//
+//   lnx.hpp      configuration (FI_LNX_PROV_LINKS), the provider, shared names
+//   proto.hpp    the lnx address
+//   address.cpp  host identity, building and reading addresses, the AV codec
+//   init.cpp     registration, parameters, fi_getinfo
+//   domain.cpp   fabric and domain: the cores' fabrics and domains
+//   ep.cpp       the endpoint: its cores' endpoints, bindings, routes, close
+//   xfer.cpp     the data path: sends routed to a core, receives into the engine
+#pragma once
+
+#include "core/errc.hpp"
+#include "prov/lnx/proto.hpp"
+#include "util/av.hpp"
+#include "util/domain.hpp"
+#include "util/fabric.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace weft::lnx {
+
+fi_provider& provider() noexcept;
+
+// One provider of a link, as FI_LNX_PROV_LINKS names it ("tcp:eth0"): the
+// provider and, optionally, the domain (for tcp, the interface) it uses.
+struct member {
+  std::string prov;
+  std::string domain;  // empty: the provider's own choice
+  proto::prov_id id;
+};
+
+// A link: the providers one lnx endpoint joins, shared memory first.
+struct link {
+  std::vector<member> members;
+  std::string name() const;  // "shm+tcp:lo", the lnx domain's name
+};
+
+struct config {
+  // The links FI_LNX_PROV_LINKS names, or the default shm+tcp.
+  std::vector<link> links;
+  // FI_LNX_PROV_LINKS was set: lnx answers fi_getinfo calls that do not name
+  // it. Otherwise it answers only calls that ask for lnx by name
+  // (hints->fabric_attr->prov_name, FI_PROVIDER=lnx): docs/decisions.md.
+  bool configured = false;
+  std::string error;  // set: FI_LNX_PROV_LINKS could not be used (why)
+};
+const config& cfg() noexcept;
+
+// Parses FI_LNX_PROV_LINKS ("shm+tcp", "shm+tcp:lo", "a+b|c+d"); on error,
+// `error` says what was wrong and `links` is empty.
+config parse_links(const std::string& text);
+
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+            const fi_info* hints, fi_info** info) noexcept;
+
+// ---- cores ----------------------------------------------------------------
+
+// A core provider's fi_getinfo for what lnx needs of it, shaped by the
+// application's hints (caps beyond lnx's are dropped). The list is the
+// caller's (fi_freeinfo).
+int core_getinfo(uint32_t version, const member& m, const fi_info* hints, fi_info** out) noexcept;
+
+// A core's fabric and domain, opened for one lnx domain.
+struct core_domain {
+  member m;
+  fi_info* info = nullptr;  // the core's fi_info the domain was opened with
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  ~core_domain();
+};
+
+class domain : public util::domain {
+ public:
+  domain(util::fabric& fab, const fi_info& info, void* context);
+  ~domain() override;
+  // Opens the cores of the link info names; 0 or -FI_E*.
+  int open_cores(uint32_t version, const fi_info& info) noexcept;
+  std::vector<std::unique_ptr<core_domain>>& cores() noexcept { return cores_; }
+
+ private:
+  std::vector<std::unique_ptr<core_domain>> cores_;
+};
+
+extern const util::fabric_hooks fabric_hooks;
+extern const util::domain_hooks domain_hooks;
+
+// ---- addresses ---------------------------------------------------------------
+
+// This host, as lnx tells hosts apart: the kernel's boot id, the network
+// namespace (tests make two hosts of one machine with two of them), the
+// shared-memory mount and the user. Two processes with the same value reach
+// each other through shm.
+uint64_t host_identity() noexcept;
+
+// The codec of lnx AVs: an entry is the whole address.
+const util::av_codec& codec() noexcept;
+
+// One part of an address, read.
+struct part {
+  proto::prov_id id;
+  const uint8_t* bytes;
+  size_t len;
+};
+// Checks an address of proto::addr_bytes; fills `parts` (count in *n).
+// false: malformed (not logged: callers say why in their own terms).
+bool read_address(const uint8_t* a, proto::addr_header& h, part* parts, size_t* n) noexcept;
+
+}  // namespace weft::lnx
