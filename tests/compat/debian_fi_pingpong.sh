@@ -67,6 +67,8 @@ for combo in "$deb $ours" "$ours $deb" "$ours $ours" "$deb $deb"; do
   pair "$1" "$2" udp rdm tagged
   pair "$1" "$2" shm rdm msg
   pair "$1" "$2" shm rdm tagged
+  pair "$1" "$2" lnx rdm msg
+  pair "$1" "$2" lnx rdm tagged
   for ep in msg rdm; do
     for mode in msg tagged; do
       pair "$1" "$2" tcp $ep $mode

@@ -353,6 +353,8 @@ uint64_t endpoint::resolve(fi_addr_t a) noexcept {
               static_cast<unsigned long long>(a), core_name(c));
     return 0;
   }
+  WEFT_INFO(p, FI_LOG_AV, "fi_addr %llu: through %s", static_cast<unsigned long long>(a),
+            core_name(c));
   uint64_t r = route_table::make(core, id);
   if (!routes_.set(a, r)) {
     fi_av_remove(c.av, &id, 1, 0);

@@ -1,0 +1,537 @@
+// SPDX-License-Identifier: MIT
+// weft — conformance: the link provider lnx (fi_lnx(7)) over shm and tcp,
+// through the public API alone.
+//
+// Endpoints of one process are on one host, so lnx carries their messages
+// through shm. To exercise tcp as well, a test inserts a peer's address a
+// second time with its host identity changed (proto.hpp: the 8 bytes at
+// offset 8): the inserting endpoint then believes the peer is on another
+// host and reaches it through tcp, under another fi_addr. Which provider a
+// route takes is read from lnx's FI_LOG_INFO line "fi_addr N: through P".
+#include "log_recorder.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace conformance {
+namespace {
+
+constexpr size_t addr_bytes = 128;  // every lnx address (fi_lnx(7))
+
+fi_info* lnx_hints(fi_threading t) {
+  fi_info* h = fi_allocinfo();
+  h->caps = FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV;
+  h->ep_attr->type = FI_EP_RDM;
+  h->domain_attr->threading = t;
+  h->fabric_attr->prov_name = strdup("lnx");
+  return h;
+}
+
+struct lnx_ep {
+  fid_ep* ep = nullptr;
+  fid_cq* cq = nullptr;
+  std::vector<uint8_t> name;
+  ~lnx_ep() {
+    if (ep) {
+      EXPECT_EQ(fi_close(&ep->fid), 0);
+    }
+    if (cq) {
+      EXPECT_EQ(fi_close(&cq->fid), 0);
+    }
+  }
+};
+
+class lnx : public ::testing::TestWithParam<fi_threading> {
+ protected:
+  void SetUp() override {
+    fi_info* h = lnx_hints(GetParam());
+    fi_info* list = nullptr;
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), 0);
+    fi_freeinfo(h);
+    // Loopback is on every host; its tcp domain is the link's network.
+    for (fi_info* i = list; i; i = i->next)
+      if (std::string(i->domain_attr->name).ends_with(":lo")) info = fi_dupinfo(i);
+    if (!info) info = fi_dupinfo(list);
+    fi_freeinfo(list);
+    ASSERT_NE(info, nullptr);
+    ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
+    ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
+    fi_av_attr aa{};
+    aa.type = FI_AV_TABLE;
+    ASSERT_EQ(fi_av_open(domain, &aa, &av, nullptr), 0);
+  }
+  void TearDown() override {
+    // The endpoints (the tests' locals) are closed by now.
+    for (fid* f : {av ? &av->fid : nullptr, domain ? &domain->fid : nullptr,
+                   fabric ? &fabric->fid : nullptr}) {
+      if (f) {
+        EXPECT_EQ(fi_close(f), 0);
+      }
+    }
+    fi_freeinfo(info);
+  }
+
+  void open(lnx_ep& e, fid_av* on = nullptr, fi_wait_obj wait = FI_WAIT_NONE) {
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_TAGGED;
+    ca.size = 1024;
+    ca.wait_obj = wait;
+    ASSERT_EQ(fi_cq_open(domain, &ca, &e.cq, nullptr), 0);
+    ASSERT_EQ(fi_endpoint(domain, info, &e.ep, nullptr), 0);
+    opened.push_back(&e);
+    ASSERT_EQ(fi_ep_bind(e.ep, &e.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_ep_bind(e.ep, &(on ? on : av)->fid, 0), 0);
+    ASSERT_EQ(fi_enable(e.ep), 0);
+    size_t len = 0;
+    ASSERT_EQ(fi_getname(&e.ep->fid, nullptr, &len), -FI_ETOOSMALL);
+    ASSERT_EQ(len, addr_bytes);
+    e.name.resize(len);
+    ASSERT_EQ(fi_getname(&e.ep->fid, e.name.data(), &len), 0);
+  }
+  // Inserts e's address; `remote`: as if e were on another host.
+  fi_addr_t insert(const lnx_ep& e, bool remote = false, fid_av* into = nullptr) {
+    std::vector<uint8_t> a = e.name;
+    if (remote) a[8] ^= 0x5a;
+    fi_addr_t fa = FI_ADDR_NOTAVAIL;
+    EXPECT_EQ(fi_av_insert(into ? into : av, a.data(), 1, &fa, 0, nullptr), 1);
+    return fa;
+  }
+  // Reads one completion from q within a few seconds, driving every
+  // endpoint's CQ meanwhile (a sender's progress may be needed).
+  bool next(fid_cq* q, fi_cq_tagged_entry& out, fi_addr_t* src = nullptr) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < end) {
+      fi_addr_t s = FI_ADDR_NOTAVAIL;
+      ssize_t n = fi_cq_readfrom(q, &out, 1, &s);
+      if (n == 1) {
+        if (src) *src = s;
+        return true;
+      }
+      if (n != -FI_EAGAIN) {
+        fi_cq_err_entry err{};
+        fi_cq_readerr(q, &err, 0);
+        ADD_FAILURE() << "CQ error " << err.err << " (" << fi_strerror(err.err) << ")";
+        return false;
+      }
+      for (lnx_ep* e : opened)
+        if (e->cq != q) {
+          fi_cq_tagged_entry skip;
+          ssize_t m = fi_cq_read(e->cq, &skip, 0);
+          (void)m;
+        }
+    }
+    return false;
+  }
+  // How many routes the recorded lines say went through `prov`.
+  size_t count_through(const std::vector<std::string>& lines, const std::string& prov) {
+    size_t n = 0;
+    for (const auto& l : lines) n += l.find("through " + prov) != std::string::npos;
+    return n;
+  }
+
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_av* av = nullptr;
+  std::vector<lnx_ep*> opened;
+};
+
+INSTANTIATE_TEST_SUITE_P(threading, lnx, ::testing::Values(FI_THREAD_DOMAIN, FI_THREAD_SAFE),
+                         [](const ::testing::TestParamInfo<fi_threading>& p) {
+                           return std::string(p.param == FI_THREAD_SAFE ? "safe" : "domain");
+                         });
+
+TEST(lnx_getinfo, is_offered_when_asked_for_by_name_and_says_only_what_it_carries) {
+  if (getenv("FI_LNX_PROV_LINKS") || getenv("FI_PROVIDER")) GTEST_SKIP() << "environment set";
+  fi_info* h = fi_allocinfo();
+  h->ep_attr->type = FI_EP_RDM;
+  h->caps = FI_MSG | FI_TAGGED;
+  fi_info* list = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), 0);
+  for (fi_info* i = list; i; i = i->next)
+    EXPECT_STRNE(i->fabric_attr->prov_name, "lnx") << "not offered to callers that do not ask";
+  fi_freeinfo(list);
+
+  h->fabric_attr->prov_name = strdup("lnx");
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), 0);
+  for (fi_info* i = list; i; i = i->next) {
+    EXPECT_STREQ(i->fabric_attr->prov_name, "lnx");
+    EXPECT_EQ(i->ep_attr->type, FI_EP_RDM);
+    EXPECT_EQ(i->caps & (FI_RMA | FI_ATOMIC | FI_TRIGGER | FI_FENCE), 0u) << "not carried yet";
+    EXPECT_EQ(std::string(i->domain_attr->name).rfind("shm+tcp", 0), 0u) << i->domain_attr->name;
+    EXPECT_EQ(i->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+  }
+  fi_freeinfo(list);
+
+  // What it does not carry, it refuses, with the reason logged.
+  h->caps = FI_MSG | FI_RMA;
+  EXPECT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), -FI_ENODATA);
+  h->caps = FI_MSG;
+  h->ep_attr->type = FI_EP_MSG;
+  {
+    recorder rec;
+    EXPECT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), -FI_ENODATA);
+    EXPECT_FALSE(rec.with("FI_EP_RDM only").empty());
+  }
+  h->ep_attr->type = FI_EP_RDM;
+  h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+  EXPECT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), -FI_ENODATA);
+  fi_freeinfo(h);
+}
+
+TEST_P(lnx, messages_and_tagged_messages_go_through_shm_on_one_host) {
+  lnx_ep a, b;
+  recorder rec;
+  open(a);
+  open(b);
+  fi_addr_t to_a = insert(a), to_b = insert(b);
+  EXPECT_EQ(count_through(rec.with("through"), "shm"), 4u) << "two endpoints, two peers each";
+  EXPECT_EQ(count_through(rec.with("through"), "tcp"), 0u);
+
+  char buf[64] = {}, tbuf[64] = {};
+  fi_context rctx, tctx, sctx;
+  ASSERT_EQ(fi_recv(b.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  ASSERT_EQ(fi_trecv(b.ep, tbuf, sizeof tbuf, nullptr, FI_ADDR_UNSPEC, 0x42, 0, &tctx), 0);
+  ASSERT_EQ(fi_tsenddata(a.ep, "tagged", 6, nullptr, 0xda7a, to_b, 0x42, &sctx), 0);
+  ASSERT_EQ(fi_send(a.ep, "hello", 5, nullptr, to_b, &sctx), 0);
+  fi_cq_tagged_entry c;
+  fi_addr_t src;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(next(b.cq, c, &src));
+    EXPECT_EQ(src, to_a) << "FI_SOURCE names the sender";
+    if (c.op_context == &tctx) {
+      EXPECT_EQ(c.flags, FI_TAGGED | FI_RECV | FI_REMOTE_CQ_DATA);
+      EXPECT_EQ(c.tag, 0x42u);
+      EXPECT_EQ(c.data, 0xda7au);
+      EXPECT_EQ(c.len, 6u);
+      EXPECT_EQ(std::string(tbuf, 6), "tagged");
+    } else {
+      EXPECT_EQ(c.op_context, &rctx);
+      EXPECT_EQ(c.flags, FI_MSG | FI_RECV);
+      EXPECT_EQ(std::string(buf, 5), "hello");
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(next(a.cq, c));
+    EXPECT_EQ(c.op_context, &sctx);
+    EXPECT_TRUE(c.flags & FI_SEND);
+  }
+  // Inject completes nothing; the receive does.
+  ASSERT_EQ(fi_tinject(b.ep, "back", 4, to_a, 7), 0);
+  ASSERT_EQ(fi_trecv(a.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, 7, 0, &rctx), 0);
+  ASSERT_TRUE(next(a.cq, c, &src));
+  EXPECT_EQ(c.op_context, &rctx);
+  EXPECT_EQ(src, to_b);
+  EXPECT_EQ(std::string(buf, 4), "back");
+}
+
+TEST_P(lnx, a_peer_on_another_host_is_reached_through_tcp) {
+  lnx_ep a, b;
+  open(a);
+  open(b);
+  recorder rec;
+  fi_addr_t a_far = insert(a, true), b_far = insert(b, true);
+  EXPECT_EQ(count_through(rec.with("through"), "tcp"), 4u);
+  EXPECT_EQ(count_through(rec.with("through"), "shm"), 0u);
+  // Large enough to be streamed, and sent before its receive is posted.
+  std::vector<char> big(1 << 20), got(1 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char(i * 13 + 1);
+  fi_context s1, r1;
+  ASSERT_EQ(fi_tsend(a.ep, big.data(), big.size(), nullptr, b_far, 9, &s1), 0);
+  fi_cq_tagged_entry c;
+  for (int i = 0; i < 50; ++i) fi_cq_read(a.cq, &c, 0), fi_cq_read(b.cq, &c, 0);
+  ASSERT_EQ(fi_trecv(b.ep, got.data(), got.size(), nullptr, FI_ADDR_UNSPEC, 9, 0, &r1), 0);
+  fi_addr_t src;
+  ASSERT_TRUE(next(b.cq, c, &src));
+  EXPECT_EQ(c.op_context, &r1);
+  EXPECT_EQ(c.len, big.size());
+  EXPECT_EQ(src, a_far) << "the sender as the receiver's AV holds it";
+  EXPECT_TRUE(got == big);
+  ASSERT_TRUE(next(a.cq, c));
+  EXPECT_EQ(c.op_context, &s1);
+}
+
+TEST_P(lnx, a_receive_for_any_source_takes_each_message_once_from_both_providers) {
+  lnx_ep a, b;
+  open(a);
+  open(b);
+  insert(a);
+  fi_addr_t b_near = insert(b), b_far = insert(b, true);
+  insert(a, true);
+  constexpr int n = 64;
+  std::vector<uint32_t> slots(n, 0xffffffff);
+  std::vector<fi_context> rctx(n);
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(fi_trecv(b.ep, &slots[i], sizeof slots[i], nullptr, FI_ADDR_UNSPEC, 5, 0, &rctx[i]),
+              0);
+  std::vector<uint32_t> vals(n);
+  for (int i = 0; i < n; ++i) {
+    vals[i] = static_cast<uint32_t>(i);
+    ssize_t r;
+    while ((r = fi_tinject(a.ep, &vals[i], sizeof vals[i], i % 2 ? b_far : b_near, 5)) ==
+           -FI_EAGAIN) {
+      fi_cq_tagged_entry c;
+      fi_cq_read(a.cq, &c, 0);
+    }
+    ASSERT_EQ(r, 0);
+  }
+  std::vector<int> seen(n, 0);
+  for (int i = 0; i < n; ++i) {
+    fi_cq_tagged_entry c;
+    ASSERT_TRUE(next(b.cq, c)) << "after " << i;
+  }
+  for (uint32_t v : slots) {
+    ASSERT_LT(v, static_cast<uint32_t>(n));
+    seen[v]++;
+  }
+  for (int i = 0; i < n; ++i) EXPECT_EQ(seen[i], 1) << "message " << i;
+}
+
+TEST_P(lnx, a_directed_receive_takes_only_its_sender_whichever_provider_carries_it) {
+  lnx_ep a, b;
+  open(a);
+  open(b);
+  fi_addr_t a_near = insert(a);
+  fi_addr_t b_near = insert(b);
+  fi_addr_t a_far = insert(a, true);
+  fi_addr_t b_far = insert(b, true);
+  (void)a_near;
+  char d_far[8] = {}, d_near[8] = {};
+  fi_context c_far, c_near;
+  // b waits for a's message over tcp first, then for the one over shm.
+  ASSERT_EQ(fi_recv(b.ep, d_far, sizeof d_far, nullptr, a_far, &c_far), 0);
+  ASSERT_EQ(fi_recv(b.ep, d_near, sizeof d_near, nullptr, a_near, &c_near), 0);
+  ASSERT_EQ(fi_inject(a.ep, "near", 4, b_near), 0);
+  fi_cq_tagged_entry c;
+  ASSERT_TRUE(next(b.cq, c));
+  EXPECT_EQ(c.op_context, &c_near) << "the near message skips the receive for the far sender";
+  ASSERT_EQ(fi_inject(a.ep, "far!", 4, b_far), 0);
+  ASSERT_TRUE(next(b.cq, c));
+  EXPECT_EQ(c.op_context, &c_far);
+  EXPECT_EQ(std::string(d_near, 4), "near");
+  EXPECT_EQ(std::string(d_far, 4), "far!");
+}
+
+TEST_P(lnx, a_sender_inserted_late_is_named_and_matched_once_known) {
+  fid_av* av2 = nullptr;
+  fi_av_attr aa{};
+  aa.type = FI_AV_TABLE;
+  ASSERT_EQ(fi_av_open(domain, &aa, &av2, nullptr), 0);
+  lnx_ep a, c;
+  open(a);
+  open(c, av2);  // c knows a; a does not know c
+  fi_addr_t a_in_c = insert(a, false, av2);
+  ASSERT_EQ(fi_tinject(c.ep, "early", 5, a_in_c, 3), 0);
+  char buf[8] = {};
+  fi_context probe, got;
+  fi_cq_tagged_entry e;
+  for (int i = 0; i < 50; ++i) fi_cq_read(a.cq, &e, 0), fi_cq_read(c.cq, &e, 0);
+  fi_addr_t c_in_a = insert(c);
+  // A receive directed at c's new fi_addr takes the queued message.
+  ASSERT_EQ(fi_trecv(a.ep, buf, sizeof buf, nullptr, c_in_a, 3, 0, &got), 0);
+  fi_addr_t src;
+  ASSERT_TRUE(next(a.cq, e, &src));
+  EXPECT_EQ(e.op_context, &got);
+  EXPECT_EQ(src, c_in_a);
+  EXPECT_EQ(std::string(buf, 5), "early");
+  (void)probe;
+  EXPECT_EQ(fi_close(&c.ep->fid), 0);
+  c.ep = nullptr;
+  EXPECT_EQ(fi_close(&av2->fid), 0);
+}
+
+TEST_P(lnx, a_cancelled_receive_completes_with_ecanceled) {
+  lnx_ep a;
+  open(a);
+  char buf[8];
+  fi_context ctx;
+  ASSERT_EQ(fi_trecv(a.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, 1, 0, &ctx), 0);
+  ASSERT_EQ(fi_cancel(&a.ep->fid, &ctx), 0);
+  fi_cq_tagged_entry c;
+  EXPECT_EQ(fi_cq_read(a.cq, &c, 1), -FI_EAVAIL);
+  fi_cq_err_entry err{};
+  ASSERT_EQ(fi_cq_readerr(a.cq, &err, 0), 1);
+  EXPECT_EQ(err.op_context, &ctx);
+  EXPECT_EQ(err.err, FI_ECANCELED);
+}
+
+TEST_P(lnx, counters_count_what_every_provider_completes) {
+  lnx_ep a, b;
+  open(a);
+  fi_cntr_attr ca{};
+  ca.events = FI_CNTR_EVENTS_COMP;
+  fid_cntr *sent = nullptr, *recvd = nullptr;
+  ASSERT_EQ(fi_cntr_open(domain, &ca, &sent, nullptr), 0);
+  ASSERT_EQ(fi_cntr_open(domain, &ca, &recvd, nullptr), 0);
+  // b counts: bound before enable.
+  fi_cq_attr qa{};
+  qa.format = FI_CQ_FORMAT_TAGGED;
+  ASSERT_EQ(fi_cq_open(domain, &qa, &b.cq, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(domain, info, &b.ep, nullptr), 0);
+  opened.push_back(&b);
+  ASSERT_EQ(fi_ep_bind(b.ep, &b.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_ep_bind(b.ep, &sent->fid, FI_SEND), 0);
+  ASSERT_EQ(fi_ep_bind(b.ep, &recvd->fid, FI_RECV), 0);
+  ASSERT_EQ(fi_ep_bind(b.ep, &av->fid, 0), 0);
+  ASSERT_EQ(fi_enable(b.ep), 0);
+  size_t len = addr_bytes;
+  b.name.resize(len);
+  ASSERT_EQ(fi_getname(&b.ep->fid, b.name.data(), &len), 0);
+  fi_addr_t a_near = insert(a), a_far = insert(a, true);
+  fi_addr_t b_near = insert(b), b_far = insert(b, true);
+  char rbuf[2][8];
+  fi_context r[2];
+  ASSERT_EQ(fi_recv(b.ep, rbuf[0], 8, nullptr, FI_ADDR_UNSPEC, &r[0]), 0);
+  ASSERT_EQ(fi_recv(b.ep, rbuf[1], 8, nullptr, FI_ADDR_UNSPEC, &r[1]), 0);
+  ASSERT_EQ(fi_inject(a.ep, "1", 1, b_near), 0);
+  ASSERT_EQ(fi_inject(a.ep, "2", 1, b_far), 0);
+  char in[8];
+  fi_context x[2];
+  ASSERT_EQ(fi_recv(a.ep, in, 8, nullptr, FI_ADDR_UNSPEC, &x[0]), 0);
+  ASSERT_EQ(fi_recv(a.ep, in, 8, nullptr, FI_ADDR_UNSPEC, &x[1]), 0);
+  fi_context s[2];
+  ASSERT_EQ(fi_send(b.ep, "3", 1, nullptr, a_near, &s[0]), 0);
+  ASSERT_EQ(fi_send(b.ep, "4", 1, nullptr, a_far, &s[1]), 0);
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while ((fi_cntr_read(sent) < 2 || fi_cntr_read(recvd) < 2) &&
+         std::chrono::steady_clock::now() < end) {
+    fi_cq_tagged_entry c;
+    fi_cq_read(a.cq, &c, 0);
+  }
+  EXPECT_EQ(fi_cntr_read(sent), 2u);
+  EXPECT_EQ(fi_cntr_read(recvd), 2u);
+  EXPECT_EQ(fi_cntr_readerr(sent), 0u);
+  fi_cq_tagged_entry c;
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(next(a.cq, c));
+  // b's CQ has the two receives and two sends.
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(next(b.cq, c));
+  EXPECT_EQ(fi_close(&b.ep->fid), 0);
+  b.ep = nullptr;
+  EXPECT_EQ(fi_close(&sent->fid), 0);
+  EXPECT_EQ(fi_close(&recvd->fid), 0);
+}
+
+TEST_P(lnx, a_reader_asleep_on_the_cq_wakes_for_a_message) {
+  lnx_ep a, b;
+  open(a, nullptr, FI_WAIT_UNSPEC);
+  open(b);
+  fi_addr_t a_near = insert(a);
+  insert(b);
+  char buf[8] = {};
+  fi_context ctx;
+  ASSERT_EQ(fi_recv(a.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, &ctx), 0);
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(fi_inject(b.ep, "wake", 4, a_near), 0);
+  });
+  fi_cq_tagged_entry c;
+  auto t0 = std::chrono::steady_clock::now();
+  ssize_t n = fi_cq_sread(a.cq, &c, 1, nullptr, 5000);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  t.join();
+  ASSERT_EQ(n, 1);
+  EXPECT_EQ(c.op_context, &ctx);
+  EXPECT_LT(ms, 4000) << "woken by the message, not by the timeout";
+}
+
+TEST_P(lnx, hostile_addresses_are_refused_and_nothing_is_inserted) {
+  lnx_ep a;
+  open(a);
+  struct bad {
+    const char* what;
+    void (*mangle)(std::vector<uint8_t>&);
+  } cases[] = {
+      {"bad magic", [](std::vector<uint8_t>& v) { v[0] ^= 0xff; }},
+      {"unknown version", [](std::vector<uint8_t>& v) { v[4] = 99; }},
+      {"no parts", [](std::vector<uint8_t>& v) { v[5] = 0; }},
+      {"more parts than the address holds", [](std::vector<uint8_t>& v) { v[5] = 4; }},
+      {"length beyond the address", [](std::vector<uint8_t>& v) { v[6] = 0xff, v[7] = 0x7f; }},
+      {"truncated length", [](std::vector<uint8_t>& v) { v[6] = 20, v[7] = 0; }},
+      {"unknown provider", [](std::vector<uint8_t>& v) { v[16] = 77; }},
+      {"part longer than the address", [](std::vector<uint8_t>& v) { v[18] = 0xff; }},
+      {"a provider twice", [](std::vector<uint8_t>& v) {
+         // The second part's provider becomes the first's.
+         size_t first_len = v[18] | v[19] << 8;
+         v[16 + 4 + ((first_len + 3) & ~size_t{3})] = v[16];
+       }},
+  };
+  fid_av* fresh = nullptr;
+  fi_av_attr aa{};
+  aa.type = FI_AV_TABLE;
+  ASSERT_EQ(fi_av_open(domain, &aa, &fresh, nullptr), 0);
+  for (const bad& b : cases) {
+    std::vector<uint8_t> v = a.name;
+    b.mangle(v);
+    fi_addr_t fa = 0;
+    EXPECT_EQ(fi_av_insert(fresh, v.data(), 1, &fa, 0, nullptr), 0) << b.what;
+    EXPECT_EQ(fa, FI_ADDR_NOTAVAIL) << b.what;
+  }
+  uint8_t out[addr_bytes];
+  size_t len = sizeof out;
+  EXPECT_NE(fi_av_lookup(fresh, 0, out, &len), 0) << "nothing was inserted";
+  // A sound address still goes in at index 0.
+  fi_addr_t fa = FI_ADDR_NOTAVAIL;
+  EXPECT_EQ(fi_av_insert(fresh, a.name.data(), 1, &fa, 0, nullptr), 1);
+  EXPECT_EQ(fa, 0u);
+  EXPECT_EQ(fi_close(&fresh->fid), 0);
+  // A send to an fi_addr the AV does not hold is refused.
+  EXPECT_EQ(fi_inject(a.ep, "x", 1, 12345), -FI_EINVAL);
+}
+
+}  // namespace
+}  // namespace conformance
+
+namespace conformance {
+namespace {
+
+// FI_LNX_PROV_LINKS, set by ctest (tests/CMakeLists.txt: conformance.lnx_*).
+std::string links_env() {
+  const char* v = getenv("FI_LNX_PROV_LINKS");
+  return v ? v : "";
+}
+
+TEST(lnx_env, a_link_set_in_the_environment_is_offered_to_every_caller) {
+  if (links_env() != "shm+tcp:lo") GTEST_SKIP() << "run with FI_LNX_PROV_LINKS=shm+tcp:lo";
+  fi_info* h = fi_allocinfo();
+  h->ep_attr->type = FI_EP_RDM;
+  h->caps = FI_TAGGED;
+  fi_info* list = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), 0);
+  fi_freeinfo(h);
+  int lnx = 0;
+  for (fi_info* i = list; i; i = i->next) {
+    if (std::string(i->fabric_attr->prov_name) != "lnx") continue;
+    ++lnx;
+    EXPECT_STREQ(i->domain_attr->name, "shm+tcp:lo") << "the named interface only";
+    EXPECT_EQ(i->next, nullptr) << "lnx comes last: it links the others";
+  }
+  EXPECT_EQ(lnx, 1);
+  fi_freeinfo(list);
+}
+
+TEST(lnx_env, an_unusable_link_is_refused_with_its_reason) {
+  if (links_env() != "shm+udp") GTEST_SKIP() << "run with FI_LNX_PROV_LINKS=shm+udp";
+  fi_info* h = fi_allocinfo();
+  h->ep_attr->type = FI_EP_RDM;
+  h->fabric_attr->prov_name = strdup("lnx");
+  fi_info* list = nullptr;
+  recorder rec;
+  EXPECT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), -FI_ENODATA);
+  fi_freeinfo(h);
+  EXPECT_FALSE(rec.with("FI_LNX_PROV_LINKS").empty()) << "the refusal says why";
+}
+
+}  // namespace
+}  // namespace conformance
