@@ -446,6 +446,19 @@ TEST_P(lnx, a_reader_asleep_on_the_cq_wakes_for_a_message) {
   EXPECT_LT(ms, 4000) << "woken by the message, not by the timeout";
 }
 
+TEST_P(lnx, an_endpoint_asking_for_more_than_lnx_carries_is_refused) {
+  fi_info* more = fi_dupinfo(info);
+  more->caps |= FI_RMA | FI_WRITE;
+  fid_ep* ep = nullptr;
+  {
+    recorder rec;
+    EXPECT_EQ(fi_endpoint(domain, more, &ep, nullptr), -FI_EINVAL);
+    EXPECT_FALSE(rec.with("not offered by lnx").empty());
+  }
+  EXPECT_EQ(ep, nullptr);
+  fi_freeinfo(more);
+}
+
 TEST_P(lnx, hostile_addresses_are_refused_and_nothing_is_inserted) {
   lnx_ep a;
   open(a);

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 // weft — lnx addresses: the host identity, reading an address (every field
 // checked: addresses come from other processes), and the AV codec.
-#include "prov/lnx/lnx.hpp"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+
+#include "prov/lnx/lnx.hpp"
 
 namespace weft::lnx {
 
@@ -34,7 +34,7 @@ uint64_t compute_host() noexcept {
     gethostname(host, sizeof host - 1);
     h = mix(h, host, std::strlen(host));
   }
-  struct stat st{};
+  struct stat st {};
   if (stat("/proc/self/ns/net", &st) == 0) {
     h = mix(h, &st.st_ino, sizeof st.st_ino);
     h = mix(h, &st.st_dev, sizeof st.st_dev);
@@ -48,7 +48,9 @@ uint64_t compute_host() noexcept {
   return h ? h : 1;
 }
 
-size_t codec_stride(const void*) noexcept { return proto::addr_bytes; }
+size_t codec_stride(const void*) noexcept {
+  return proto::addr_bytes;
+}
 
 int codec_encode(const void* addr, uint8_t* entry) noexcept {
   if (!addr) return to_fi(errc::inval);
@@ -68,13 +70,18 @@ size_t codec_decode(const uint8_t* entry, void* addr, size_t len) noexcept {
   return proto::addr_bytes;
 }
 
-size_t codec_addrlen(const uint8_t*) noexcept { return proto::addr_bytes; }
+size_t codec_addrlen(const uint8_t*) noexcept {
+  return proto::addr_bytes;
+}
 
 const char* prov_name(proto::prov_id id) noexcept {
   switch (id) {
-    case proto::prov_id::shm: return "shm";
-    case proto::prov_id::tcp: return "tcp";
-    case proto::prov_id::udp: return "udp";
+    case proto::prov_id::shm:
+      return "shm";
+    case proto::prov_id::tcp:
+      return "tcp";
+    case proto::prov_id::udp:
+      return "udp";
   }
   return "?";
 }
@@ -85,7 +92,8 @@ size_t codec_straddr(const void* addr, char* buf, size_t len) noexcept {
   size_t n = 0;
   if (!addr || !read_address(static_cast<const uint8_t*>(addr), h, parts, &n)) return 0;
   char out[96];
-  int w = std::snprintf(out, sizeof out, "fi_lnx://%016llx/", static_cast<unsigned long long>(h.host));
+  int w =
+      std::snprintf(out, sizeof out, "fi_lnx://%016llx/", static_cast<unsigned long long>(h.host));
   for (size_t i = 0; i < n && w > 0 && static_cast<size_t>(w) < sizeof out; ++i)
     w += std::snprintf(out + w, sizeof out - static_cast<size_t>(w), "%s%s", i ? "+" : "",
                        prov_name(parts[i].id));
@@ -127,7 +135,9 @@ uint64_t host_identity() noexcept {
   return h;
 }
 
-const util::av_codec& codec() noexcept { return the_codec; }
+const util::av_codec& codec() noexcept {
+  return the_codec;
+}
 
 bool read_address(const uint8_t* a, proto::addr_header& h, part* parts, size_t* n) noexcept {
   std::memcpy(&h, a, sizeof h);

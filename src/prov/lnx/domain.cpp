@@ -3,13 +3,13 @@
 // the link a fabric and domain of that provider, opened through its
 // fi_provider entry points (as the core opens any provider's), so
 // FI_PROVIDER=lnx does not hide the cores from lnx.
+#include <rdma/fi_domain.h>
+
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "core/registry.hpp"
 #include "prov/lnx/ep.hpp"
 #include "prov/lnx/lnx.hpp"
-
-#include <rdma/fi_domain.h>
 
 namespace weft::lnx {
 
@@ -26,6 +26,11 @@ int open_domain(util::fabric& fab, fi_info* info, fid_domain** out, void* contex
     WEFT_WARN(prov, FI_LOG_DOMAIN, "lnx offers FI_EP_RDM only");
     return to_fi(errc::nodata);
   }
+  if (info->caps & ~offered_caps) {
+    WEFT_WARN(prov, FI_LOG_DOMAIN, "fi_domain: caps 0x%llx are not offered by lnx",
+              static_cast<unsigned long long>(info->caps & ~offered_caps));
+    return to_fi(errc::nodata);
+  }
   if (info->domain_attr->data_progress == FI_PROGRESS_AUTO ||
       info->domain_attr->control_progress == FI_PROGRESS_AUTO) {
     WEFT_WARN(prov, FI_LOG_DOMAIN, "lnx progresses manually only (for now)");
@@ -33,7 +38,7 @@ int open_domain(util::fabric& fab, fi_info* info, fid_domain** out, void* contex
   }
   return abi_guard([&]() -> int {
     auto d = std::make_unique<domain>(fab, *info, context);
-    if (int ret = d->open_cores(fab.api(), *info)) return ret;
+    if (int ret = d->open_cores(*info)) return ret;
     *out = d.release();
     return 0;
   });
@@ -43,7 +48,9 @@ int open_endpoint(util::domain& dom, fi_info* info, fid_ep** out, void* context)
   return endpoint::open(static_cast<domain&>(dom), info, out, context);
 }
 
-const util::av_codec* codec_for(const util::domain&) { return &codec(); }
+const util::av_codec* codec_for(const util::domain&) {
+  return &codec();
+}
 
 }  // namespace
 
@@ -76,7 +83,7 @@ domain::~domain() {
   while (!cores_.empty()) cores_.pop_back();
 }
 
-int domain::open_cores(uint32_t version, const fi_info& info) noexcept {
+int domain::open_cores(const fi_info& info) noexcept {
   auto* prov = &lnx::provider();
   // The domain's name is the link it joins, as fi_getinfo wrote it.
   config c = parse_links(info.domain_attr->name);
@@ -89,7 +96,7 @@ int domain::open_cores(uint32_t version, const fi_info& info) noexcept {
     auto cd = std::make_unique<core_domain>();
     cd->m = m;
     fi_info* list = nullptr;
-    if (int ret = core_getinfo(version, m, &info, &list); ret || !list) {
+    if (int ret = core_getinfo(m, &info, &list); ret || !list) {
       WEFT_WARN(prov, FI_LOG_DOMAIN, "fi_domain: %s offers nothing lnx can use", m.prov.c_str());
       return ret ? ret : to_fi(errc::nodata);
     }

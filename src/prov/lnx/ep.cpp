@@ -4,16 +4,16 @@
 // names, close. The data path is in xfer.cpp.
 #include "prov/lnx/ep.hpp"
 
-#include "core/log.hpp"
-#include "util/av.hpp"
-#include "util/nosys.hpp"
-
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_eq.h>
 
 #include <cstring>
 #include <mutex>
+
+#include "core/log.hpp"
+#include "util/av.hpp"
+#include "util/nosys.hpp"
 
 namespace weft::lnx {
 
@@ -33,8 +33,12 @@ struct owner_ops {
   static constexpr fi_ops_cq_owner cq = {sizeof(fi_ops_cq_owner), write, writeerr};
 };
 
-void cntr_inc(fid_peer_cntr* c) noexcept { static_cast<cntr_owner*>(c)->target->inc(); }
-void cntr_incerr(fid_peer_cntr* c) noexcept { static_cast<cntr_owner*>(c)->target->inc_err(); }
+void cntr_inc(fid_peer_cntr* c) noexcept {
+  static_cast<cntr_owner*>(c)->target->inc();
+}
+void cntr_incerr(fid_peer_cntr* c) noexcept {
+  static_cast<cntr_owner*>(c)->target->inc_err();
+}
 constexpr fi_ops_cntr_owner cntr_ops = {sizeof(fi_ops_cntr_owner), cntr_inc, cntr_incerr};
 
 int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
@@ -43,7 +47,9 @@ int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
 }
 const fi_ops_cm cm_ops = util::cm_name_only(cm_getname);
 
-const char* core_name(const core_ep& c) { return c.cd->m.prov.c_str(); }
+const char* core_name(const core_ep& c) {
+  return c.cd->m.prov.c_str();
+}
 
 }  // namespace
 
@@ -51,6 +57,11 @@ int endpoint::open(domain& dom, fi_info* info, fid_ep** out, void* context) noex
   auto* p = &provider();
   if (!info || !out || !info->ep_attr || info->ep_attr->type != FI_EP_RDM) {
     WEFT_WARN(p, FI_LOG_EP_CTRL, "lnx offers FI_EP_RDM endpoints only");
+    return to_fi(errc::inval);
+  }
+  if (info->caps & ~offered_caps) {
+    WEFT_WARN(p, FI_LOG_EP_CTRL, "fi_endpoint: caps 0x%llx are not offered by lnx",
+              static_cast<unsigned long long>(info->caps & ~offered_caps));
     return to_fi(errc::inval);
   }
   return abi_guard([&]() -> int {
@@ -133,13 +144,9 @@ int endpoint::open_cores(const fi_info& info) {
 int endpoint::close() {
   if (busy()) return to_fi(errc::busy);
   if (watching_) bound_.av_->unwatch(this);
-  // Core endpoints stop (and stop writing into our CQs) before the
-  // bindings let go of them.
-  for (core_ep& c : cores_) {
-    if (c.ep && fi_close(&c.ep->fid))
-      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "closing the %s endpoint failed", core_name(c));
-    c.ep = nullptr;
-  }
+  // Completions reach the lnx CQs only through our progress hook (peer CQs
+  // pass theirs on when read), so the bindings may go before the core
+  // objects, which the destructor closes.
   for (core_ep& c : cores_)
     for (auto [q, fd] : c.wait_fds) q->remove_wait_fd(fd);
   bound_.unbind(this, -1);
@@ -157,9 +164,6 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
   if (bfid->fclass == FI_CLASS_SRX_CTX || bfid->fclass == FI_CLASS_STX_CTX) {
     WEFT_WARN(p, FI_LOG_EP_CTRL, "lnx endpoints share no contexts (yet)");
     return to_fi(errc::nosys);
-  }
-  if (bfid->fclass == FI_CLASS_EQ) {
-    WEFT_WARN(p, FI_LOG_EP_CTRL, "an lnx endpoint (FI_EP_RDM) has no events for an EQ");
   }
   util::progress_hook hook{&progress_thunk, this};
   if (int ret = bound_.bind(*domain_, bfid, flags, hook, -1)) return ret;
@@ -222,15 +226,14 @@ int endpoint::bind_cntr(util::cntr& n, uint64_t flags) {
     fid_cntr* core_cntr = nullptr;
     int ret = fi_cntr_open(c.cd->domain, &a, &core_cntr, &owner->ctx);
     if (ret) {
-      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind: the %s peer counter: %s",
-                core_name(c), fi_strerror(-ret));
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind: the %s peer counter: %s", core_name(c),
+                fi_strerror(-ret));
       return ret;
     }
     c.cntrs.push_back(core_cntr);
     if ((ret = fi_ep_bind(c.ep, &core_cntr->fid, flags))) {
-      WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
-                "fi_ep_bind: the %s endpoint refused its counter: %s", core_name(c),
-                fi_strerror(-ret));
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind: the %s endpoint refused its counter: %s",
+                core_name(c), fi_strerror(-ret));
       return ret;
     }
   }
@@ -247,6 +250,12 @@ int endpoint::control(int command, void* arg) {
 int endpoint::enable() {
   if (enabled_) return 0;
   auto* p = &provider();
+  if (engine_) {
+    // A core refused an earlier fi_enable after others had taken their
+    // bindings: the endpoint cannot be put back as it was.
+    WEFT_WARN(p, FI_LOG_EP_CTRL, "fi_enable after a failed one: close the endpoint");
+    return to_fi(errc::opbadstate);
+  }
   if (int ret = bound_.check_enable(p, FI_EP_RDM, caps_)) return ret;
   util::srx_attr a;
   a.prov = p;
@@ -288,7 +297,9 @@ int endpoint::enable() {
   return 0;
 }
 
-void endpoint::progress_thunk(void* obj) noexcept { static_cast<endpoint*>(obj)->progress(); }
+void endpoint::progress_thunk(void* obj) noexcept {
+  static_cast<endpoint*>(obj)->progress();
+}
 
 void endpoint::progress() noexcept {
   // Reading a peer CQ or counter drives its core's progress and passes
@@ -341,7 +352,7 @@ uint64_t endpoint::resolve(fi_addr_t a) noexcept {
   }
   core_ep& c = cores_[core];
   if (use->len > c.addrlen) {
-    WEFT_WARN(p, FI_LOG_AV, "fi_addr %llu: its %s address is %zu bytes, ours %zu", 
+    WEFT_WARN(p, FI_LOG_AV, "fi_addr %llu: its %s address is %zu bytes, ours %zu",
               static_cast<unsigned long long>(a), core_name(c), use->len, c.addrlen);
     return 0;
   }
@@ -406,8 +417,10 @@ void endpoint::resync(bool inserted_only) noexcept {
     if (live && !r) r = resolve(a);
     if (!r) ++holes;
   }
-  if (from == 0) holes_ = holes;
-  else holes_ += holes;
+  if (from == 0)
+    holes_ = holes;
+  else
+    holes_ += holes;
   scanned_ = bound;
 }
 
@@ -421,7 +434,8 @@ ssize_t endpoint::cancel(void* context) {
 
 int endpoint::setopt(int level, int name, const void* val, size_t len) {
   int ret = endpoint_object::setopt(level, name, val, len);
-  if (ret == 0 && name == FI_OPT_MIN_MULTI_RECV && engine_) engine_->set_min_multi_recv(min_multi_recv_);
+  if (ret == 0 && name == FI_OPT_MIN_MULTI_RECV && engine_)
+    engine_->set_min_multi_recv(min_multi_recv_);
   return ret;
 }
 

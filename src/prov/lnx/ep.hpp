@@ -27,13 +27,6 @@
 // first send.
 #pragma once
 
-#include "prov/lnx/lnx.hpp"
-#include "util/cntr.hpp"
-#include "util/cq.hpp"
-#include "util/endpoint.hpp"
-#include "util/fast_mutex.hpp"
-#include "util/srx.hpp"
-
 #include <rdma/fi_endpoint.h>
 #include <rdma/providers/fi_peer.h>
 
@@ -41,6 +34,13 @@
 #include <cstdlib>
 #include <memory>
 #include <vector>
+
+#include "prov/lnx/lnx.hpp"
+#include "util/cntr.hpp"
+#include "util/cq.hpp"
+#include "util/endpoint.hpp"
+#include "util/fast_mutex.hpp"
+#include "util/srx.hpp"
 
 namespace weft::lnx {
 
@@ -55,7 +55,8 @@ class route_table {
   static constexpr unsigned core_shift = 56;
   static constexpr uint64_t addr_mask = (uint64_t{1} << core_shift) - 1;
 
-  route_table() : dir_(static_cast<std::atomic<uint64_t>**>(std::calloc(max_chunks, sizeof(void*)))) {
+  route_table()
+      : dir_(static_cast<std::atomic<uint64_t>**>(std::calloc(max_chunks, sizeof(void*)))) {
     if (!dir_) throw std::bad_alloc();
   }
   ~route_table() {
@@ -114,13 +115,13 @@ struct core_ep {
   core_domain* cd = nullptr;
   fid_ep* ep = nullptr;
   fid_av* av = nullptr;
-  fid_ep* srx = nullptr;          // the core's peer SRX, on our engine's face
-  fid_peer_srx* face = nullptr;   // that face (owned by the engine)
-  fi_peer_srx_context srx_ctx{};  // what the core's fi_srx_context was given
+  fid_ep* srx = nullptr;                            // the core's peer SRX, on our engine's face
+  fid_peer_srx* face = nullptr;                     // that face (owned by the engine)
+  fi_peer_srx_context srx_ctx{};                    // what the core's fi_srx_context was given
   std::vector<std::pair<util::cq*, int>> wait_fds;  // the peer CQs' fds in lnx CQs
-  std::vector<fid_cq*> cqs;       // peer CQs, in binding order
-  std::vector<fid_cntr*> cntrs;   // peer counters
-  size_t addrlen = 0;             // the core's fi_getname length
+  std::vector<fid_cq*> cqs;                         // peer CQs, in binding order
+  std::vector<fid_cntr*> cntrs;                     // peer counters
+  size_t addrlen = 0;                               // the core's fi_getname length
 };
 
 class endpoint : public util::endpoint_object<endpoint> {

@@ -3,14 +3,6 @@
 // one answer per link and network domain, saying what every linked provider
 // supports (the intersection) plus what lnx adds itself (FI_MULTI_RECV and
 // FI_DIRECTED_RECV come from lnx's own receive engine).
-#include "core/info.hpp"
-#include "core/log.hpp"
-#include "core/refusal.hpp"
-#include "core/registry.hpp"
-#include "prov/lnx/lnx.hpp"
-#include "util/info_match.hpp"
-#include "util/srx.hpp"
-
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 
@@ -18,6 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+
+#include "core/info.hpp"
+#include "core/log.hpp"
+#include "core/refusal.hpp"
+#include "core/registry.hpp"
+#include "prov/lnx/lnx.hpp"
+#include "util/info_match.hpp"
+#include "util/srx.hpp"
 
 namespace weft::lnx {
 
@@ -50,9 +50,6 @@ bool known_member(std::string_view p, proto::prov_id* id) {
 // cores' receive capabilities beyond FI_RECV do not matter.
 constexpr uint64_t core_caps =
     FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_PEER | FI_AV_USER_ID | FI_SOURCE;
-// What lnx itself offers, where its cores carry it.
-constexpr uint64_t lnx_caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
-                              FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t any_tag_bits = 0xaaaaaaaaaaaaaaaaULL;  // all 64 bits match (tcp's reasoning)
 
 // Whether FI_PROVIDER names lnx (not as an exclusion).
@@ -89,7 +86,7 @@ T min_nonzero(T a, T b) {
 fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   fi_info* t = core::dup_info(nullptr, core::abi_current);
   if (!t) return nullptr;
-  uint64_t caps = lnx_caps;
+  uint64_t caps = offered_caps;
   uint64_t tx_order = ~uint64_t{0}, rx_order = ~uint64_t{0};
   size_t inject = 0, tx_size = 0, rx_size = 0, tx_iov = 0, rx_iov = 0, max_msg = 0;
   size_t cq_data = 0, cq_cnt = 0, ep_cnt = 0, cntr_cnt = 0, mr_cnt = 0;
@@ -127,8 +124,8 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   t->tx_attr->size = tx_size;
   t->tx_attr->iov_limit = tx_iov;
   *t->rx_attr = fi_rx_attr{};
-  t->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV |
-                             FI_MULTI_RECV);
+  t->rx_attr->caps =
+      caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV);
   t->rx_attr->msg_order = rx_order;
   t->rx_attr->size = rx_size;
   t->rx_attr->iov_limit = std::min(rx_iov, util::srx_entry::max_iov);
@@ -171,8 +168,12 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
 
 }  // namespace
 
-fi_provider& provider() noexcept { return the_provider; }
-const config& cfg() noexcept { return the_config; }
+fi_provider& provider() noexcept {
+  return the_provider;
+}
+const config& cfg() noexcept {
+  return the_config;
+}
 
 std::string link::name() const {
   std::string s;
@@ -221,8 +222,9 @@ config parse_links(const std::string& text) {
       if (plus == std::string_view::npos) break;
       group.remove_prefix(plus + 1);
     }
-    if (l.members.size() < 2) return fail("a link joins at least two providers ('" +
-                                          std::string(rest.substr(0, bar)) + "')");
+    if (l.members.size() < 2)
+      return fail("a link joins at least two providers ('" + std::string(rest.substr(0, bar)) +
+                  "')");
     // Shared memory first: it carries the peers of this host.
     std::stable_sort(l.members.begin(), l.members.end(), [](const member& a, const member& b) {
       return (a.id == proto::prov_id::shm) > (b.id == proto::prov_id::shm);
@@ -234,8 +236,7 @@ config parse_links(const std::string& text) {
   return c;
 }
 
-int core_getinfo(uint32_t version, const member& m, const fi_info* hints, fi_info** out) noexcept {
-  (void)version;
+int core_getinfo(const member& m, const fi_info* hints, fi_info** out) noexcept {
   *out = nullptr;
   fi_provider* p = core::find_builtin_provider(m.prov);
   if (!p) return to_fi(errc::nodata);
@@ -309,7 +310,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     std::vector<info_list> lists(l.members.size());
     bool ok = true;
     for (size_t i = 0; i < l.members.size() && ok; ++i) {
-      int ret = core_getinfo(version, l.members[i], hints, &lists[i].p);
+      int ret = core_getinfo(l.members[i], hints, &lists[i].p);
       if (ret == to_fi(errc::nomem)) nomem = true;
       if (ret || !lists[i].p) {
         core::refuse(900, "fabric_attr->prov_name", "link %s: %s offers nothing lnx can use",

@@ -14,18 +14,18 @@
 //   xfer.cpp     the data path: sends routed to a core, receives into the engine
 #pragma once
 
-#include "core/errc.hpp"
-#include "prov/lnx/proto.hpp"
-#include "util/av.hpp"
-#include "util/domain.hpp"
-#include "util/fabric.hpp"
-
 #include <rdma/fabric.h>
 #include <rdma/providers/fi_prov.h>
 
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "core/errc.hpp"
+#include "prov/lnx/proto.hpp"
+#include "util/av.hpp"
+#include "util/domain.hpp"
+#include "util/fabric.hpp"
 
 namespace weft::lnx {
 
@@ -65,10 +65,15 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 
 // ---- cores ----------------------------------------------------------------
 
-// A core provider's fi_getinfo for what lnx needs of it, shaped by the
-// application's hints (caps beyond lnx's are dropped). The list is the
-// caller's (fi_freeinfo).
-int core_getinfo(uint32_t version, const member& m, const fi_info* hints, fi_info** out) noexcept;
+// What lnx offers, where its cores carry it: the most an fi_info of lnx
+// may ask for.
+inline constexpr uint64_t offered_caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
+                                         FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM |
+                                         FI_REMOTE_COMM;
+
+// A core provider's fi_getinfo for what lnx needs of it (threading and
+// progress from `hints`, which may be null). The list is the caller's.
+int core_getinfo(const member& m, const fi_info* hints, fi_info** out) noexcept;
 
 // A core's fabric and domain, opened for one lnx domain.
 struct core_domain {
@@ -84,7 +89,7 @@ class domain : public util::domain {
   domain(util::fabric& fab, const fi_info& info, void* context);
   ~domain() override;
   // Opens the cores of the link info names; 0 or -FI_E*.
-  int open_cores(uint32_t version, const fi_info& info) noexcept;
+  int open_cores(const fi_info& info) noexcept;
   std::vector<std::unique_ptr<core_domain>>& cores() noexcept { return cores_; }
 
  private:

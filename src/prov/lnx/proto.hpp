@@ -58,6 +58,8 @@ inline constexpr size_t max_parts = 4;
 // shm's names are 64 bytes, tcp's sockaddr_in6 28: both fit with room.
 inline constexpr size_t max_part_len = addr_bytes - sizeof(addr_header) - sizeof(part_header);
 
-inline constexpr size_t pad4(size_t n) noexcept { return (n + 3) & ~size_t{3}; }
+inline constexpr size_t pad4(size_t n) noexcept {
+  return (n + 3) & ~size_t{3};
+}
 
 }  // namespace weft::lnx::proto

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 // weft — the lnx data path. Sends: the destination's route, then the same
-// call on the core endpoint (descriptors are lnx's, so none is passed: the
-// cores lnx links need none for messages). Receives: straight into lnx's
-// engine, which the cores match through.
+// call on the core endpoint. Receives: straight into lnx's engine, which the
+// cores match through. Descriptors the application passes are lnx's, not a
+// core's, so none reaches a core (the cores lnx links need none for
+// messages; fi_getinfo asks them for mr_mode 0).
+#include <rdma/fi_tagged.h>
+
 #include "core/log.hpp"
 #include "prov/lnx/ep.hpp"
-
-#include <rdma/fi_tagged.h>
 
 namespace weft::lnx {
 
@@ -21,6 +22,15 @@ ssize_t refuse_flags(const char* call, uint64_t flags) noexcept {
   return to_fi(errc::inval);
 }
 
+// The call `f` on the core endpoint and the core's fi_addr that reach `dest`.
+template <class F>
+WEFT_ALWAYS_INLINE ssize_t via(fid_ep* e, fi_addr_t dest, F&& f) noexcept {
+  fid_ep* c;
+  fi_addr_t a;
+  if (!endpoint::from(e)->route(dest, c, a)) return to_fi(errc::inval);
+  return f(c, a);
+}
+
 template <class Lock>
 struct lnx_ops {
   static endpoint* self(fid_ep* e) noexcept { return endpoint::from(e); }
@@ -28,92 +38,75 @@ struct lnx_ops {
   // ---- sends: passed through ----
   static ssize_t send(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest,
                       void* ctx) noexcept {
-    fid_ep* c;
-    fi_addr_t a;
-    if (!self(e)->route(dest, c, a)) return to_fi(errc::inval);
-    return fi_send(c, buf, len, nullptr, a, ctx);
+    return via(e, dest,
+               [&](fid_ep* c, fi_addr_t a) { return fi_send(c, buf, len, nullptr, a, ctx); });
   }
   static ssize_t sendv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dest,
                        void* ctx) noexcept {
-    fid_ep* c;
-    fi_addr_t a;
-    if (!self(e)->route(dest, c, a)) return to_fi(errc::inval);
-    return fi_sendv(c, iov, nullptr, count, a, ctx);
+    return via(e, dest,
+               [&](fid_ep* c, fi_addr_t a) { return fi_sendv(c, iov, nullptr, count, a, ctx); });
   }
   static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
     if (flags & refused_tx_flags) [[unlikely]]
       return refuse_flags("fi_sendmsg", flags);
-    fi_msg cm = *m;
-    fid_ep* c;
-    if (!self(e)->route(m->addr, c, cm.addr)) return to_fi(errc::inval);
-    cm.desc = nullptr;
-    return fi_sendmsg(c, &cm, flags);
+    return via(e, m->addr, [&](fid_ep* c, fi_addr_t a) {
+      fi_msg cm = *m;
+      cm.addr = a;
+      cm.desc = nullptr;
+      return fi_sendmsg(c, &cm, flags);
+    });
   }
   static ssize_t inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest) noexcept {
-    fid_ep* c;
-    fi_addr_t a;
-    if (!self(e)->route(dest, c, a)) return to_fi(errc::inval);
-    return fi_inject(c, buf, len, a);
+    return via(e, dest, [&](fid_ep* c, fi_addr_t a) { return fi_inject(c, buf, len, a); });
   }
   static ssize_t senddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data,
                           fi_addr_t dest, void* ctx) noexcept {
-    fid_ep* c;
-    fi_addr_t a;
-    if (!self(e)->route(dest, c, a)) return to_fi(errc::inval);
-    return fi_senddata(c, buf, len, nullptr, data, a, ctx);
+    return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
+      return fi_senddata(c, buf, len, nullptr, data, a, ctx);
+    });
   }
   static ssize_t injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data,
                             fi_addr_t dest) noexcept {
-    fid_ep* c;
-    fi_addr_t a;
-    if (!self(e)->route(dest, c, a)) return to_fi(errc::inval);
-    return fi_injectdata(c, buf, len, data, a);
+    return via(e, dest,
+               [&](fid_ep* c, fi_addr_t a) { return fi_injectdata(c, buf, len, data, a); });
   }
   static ssize_t tsend(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t tag,
                        void* ctx) noexcept {
-    fid_ep* c;
-    fi_addr_t a;
-    if (!self(e)->route(dest, c, a)) return to_fi(errc::inval);
-    return fi_tsend(c, buf, len, nullptr, a, tag, ctx);
+    return via(e, dest,
+               [&](fid_ep* c, fi_addr_t a) { return fi_tsend(c, buf, len, nullptr, a, tag, ctx); });
   }
   static ssize_t tsendv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dest,
                         uint64_t tag, void* ctx) noexcept {
-    fid_ep* c;
-    fi_addr_t a;
-    if (!self(e)->route(dest, c, a)) return to_fi(errc::inval);
-    return fi_tsendv(c, iov, nullptr, count, a, tag, ctx);
+    return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
+      return fi_tsendv(c, iov, nullptr, count, a, tag, ctx);
+    });
   }
   static ssize_t tsendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
     if (flags & refused_tx_flags) [[unlikely]]
       return refuse_flags("fi_tsendmsg", flags);
-    fi_msg_tagged cm = *m;
-    fid_ep* c;
-    if (!self(e)->route(m->addr, c, cm.addr)) return to_fi(errc::inval);
-    cm.desc = nullptr;
-    return fi_tsendmsg(c, &cm, flags);
+    return via(e, m->addr, [&](fid_ep* c, fi_addr_t a) {
+      fi_msg_tagged cm = *m;
+      cm.addr = a;
+      cm.desc = nullptr;
+      return fi_tsendmsg(c, &cm, flags);
+    });
   }
   static ssize_t tinject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest,
                          uint64_t tag) noexcept {
-    fid_ep* c;
-    fi_addr_t a;
-    if (!self(e)->route(dest, c, a)) return to_fi(errc::inval);
-    return fi_tinject(c, buf, len, a, tag);
+    return via(e, dest, [&](fid_ep* c, fi_addr_t a) { return fi_tinject(c, buf, len, a, tag); });
   }
   static ssize_t tsenddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data,
                            fi_addr_t dest, uint64_t tag, void* ctx) noexcept {
-    fid_ep* c;
-    fi_addr_t a;
-    if (!self(e)->route(dest, c, a)) return to_fi(errc::inval);
-    return fi_tsenddata(c, buf, len, nullptr, data, a, tag, ctx);
+    return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
+      return fi_tsenddata(c, buf, len, nullptr, data, a, tag, ctx);
+    });
   }
   static ssize_t tinjectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                              uint64_t tag) noexcept {
-    fid_ep* c;
-    fi_addr_t a;
-    if (!self(e)->route(dest, c, a)) return to_fi(errc::inval);
-    return fi_tinjectdata(c, buf, len, data, a, tag);
+    return via(e, dest,
+               [&](fid_ep* c, fi_addr_t a) { return fi_tinjectdata(c, buf, len, data, a, tag); });
   }
 
   // ---- receives: into the engine ----
@@ -123,41 +116,40 @@ struct lnx_ops {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "FI_TRIGGER is not offered by lnx");
     return true;
   }
-  static ssize_t recv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src,
-                      void* ctx) noexcept {
+  static ssize_t recv(fid_ep* e, void* buf, size_t len, void*, fi_addr_t src, void* ctx) noexcept {
     iovec iov{buf, len};
-    return self(e)->engine().template post_msg<Lock>(&iov, &desc, 1, src, ctx,
+    return self(e)->engine().template post_msg<Lock>(&iov, nullptr, 1, src, ctx,
                                                      self(e)->rx_op_flags() & post_mask);
   }
-  static ssize_t recvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src,
+  static ssize_t recvv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t src,
                        void* ctx) noexcept {
-    return self(e)->engine().template post_msg<Lock>(iov, desc, count, src, ctx,
+    return self(e)->engine().template post_msg<Lock>(iov, nullptr, count, src, ctx,
                                                      self(e)->rx_op_flags() & post_mask);
   }
   static ssize_t recvmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
     if (trigger_refused(flags)) return to_fi(errc::inval);
-    return self(e)->engine().template post_msg<Lock>(m->msg_iov, m->desc, m->iov_count, m->addr,
+    return self(e)->engine().template post_msg<Lock>(m->msg_iov, nullptr, m->iov_count, m->addr,
                                                      m->context, flags & post_mask);
   }
   static uint64_t tag_flags(fid_ep* e) noexcept {
     return self(e)->rx_op_flags() & post_mask & ~uint64_t{FI_MULTI_RECV};
   }
-  static ssize_t trecv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag,
+  static ssize_t trecv(fid_ep* e, void* buf, size_t len, void*, fi_addr_t src, uint64_t tag,
                        uint64_t ignore, void* ctx) noexcept {
     iovec iov{buf, len};
-    return self(e)->engine().template post_tag<Lock>(&iov, &desc, 1, src, tag, ignore, ctx,
+    return self(e)->engine().template post_tag<Lock>(&iov, nullptr, 1, src, tag, ignore, ctx,
                                                      tag_flags(e));
   }
-  static ssize_t trecvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src,
+  static ssize_t trecvv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t src,
                         uint64_t tag, uint64_t ignore, void* ctx) noexcept {
-    return self(e)->engine().template post_tag<Lock>(iov, desc, count, src, tag, ignore, ctx,
+    return self(e)->engine().template post_tag<Lock>(iov, nullptr, count, src, tag, ignore, ctx,
                                                      tag_flags(e));
   }
   static ssize_t trecvmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
     if (trigger_refused(flags)) return to_fi(errc::inval);
-    return self(e)->engine().template post_tag<Lock>(m->msg_iov, m->desc, m->iov_count, m->addr,
+    return self(e)->engine().template post_tag<Lock>(m->msg_iov, nullptr, m->iov_count, m->addr,
                                                      m->tag, m->ignore, m->context,
                                                      flags & post_mask);
   }
