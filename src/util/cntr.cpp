@@ -183,6 +183,7 @@ int cntr::open(domain& dom, fi_cntr_attr* attr, fid_cntr** out, void* context) n
       c->waiters_.fetch_add(1, std::memory_order_seq_cst);
     }
     c->owner_ = owner;
+    if (owner) c->trigger_at_.store(0, std::memory_order_seq_cst);  // check_trigger
     c->ops = const_cast<fi_ops_cntr*>(
         with_lock_policy(dom.lock_threading(), [&]<class Lock>() -> const fi_ops_cntr* {
           return owner ? &peer_cntr_ops<Lock>::table : &cntr_ops<Lock>::table;
@@ -206,7 +207,12 @@ int cntr::close() {
   return close_if_unused(domain_->provider(), FI_LOG_CNTR, "counter");
 }
 
-void cntr::trigger_reached() noexcept {
+void cntr::trigger_reached(uint64_t n, bool err) noexcept {
+  if (owner_) {
+    fi_ops_cntr_owner* ops = owner_->owner_ops;
+    for (; n; --n) err ? ops->incerr(owner_) : ops->inc(owner_);
+    return;
+  }
   if (value() >= trigger_at_.load(std::memory_order_seq_cst)) domain_->triggers().mark_ready();
 }
 
@@ -270,7 +276,7 @@ int cntr::app_set(uint64_t value) noexcept {
 }
 int cntr::app_seterr(uint64_t value) noexcept {
   errors_.store(value, std::memory_order_seq_cst);
-  check_trigger();
+  check_trigger(0, false);
   wake();
   domain_->triggers().fire_if_ready();
   return 0;
@@ -328,12 +334,7 @@ int cntr::wait(uint64_t threshold, int timeout) noexcept {
 template <class Lock>
 uint64_t cntr::peer_read() noexcept {
   progress_.run<Lock>();
-  std::lock_guard g{owner_mutex_};  // not the data path: the owner polling
-  uint64_t c = count(), e = errors();
-  fi_ops_cntr_owner* ops = owner_->owner_ops;
-  for (; passed_count_ < c; ++passed_count_) ops->inc(owner_);
-  for (; passed_errors_ < e; ++passed_errors_) ops->incerr(owner_);
-  return c;
+  return count();
 }
 
 template uint64_t cntr::peer_read<null_lock>() noexcept;

@@ -10,10 +10,12 @@
 // lock policy and the matching ops table is installed at open.
 //
 // A peer counter (fi_peer(3): fi_cntr_open with FI_PEER and a
-// fi_peer_cntr_context) counts the same way, with another ops table: the
-// owner's fi_cntr_read / fi_cntr_readerr drive progress and then pass what
-// was counted since the last call to the owner's inc / incerr. The counter's
-// value belongs to the owner: add, set and wait are -FI_ENOSYS.
+// fi_peer_cntr_context) counts the same way, with another ops table. Each
+// increment is also passed to the owner's inc / incerr at once, through the
+// branch the trigger check already has (trigger_at_ is 0 for good on a peer
+// counter): no lock, no batching. The owner's fi_cntr_read / fi_cntr_readerr
+// only drive progress. The counter's value belongs to the owner: add, set and
+// wait are -FI_ENOSYS.
 #pragma once
 
 #include <rdma/fi_eq.h>
@@ -47,28 +49,31 @@ class cntr : public fid_object<cntr, fid_cntr> {
   // `n` successful completions at once.
   void add(uint64_t n) noexcept {
     count_.fetch_add(n, std::memory_order_seq_cst);
-    check_trigger();
+    check_trigger(n, false);
     wake();
   }
   // One operation that completed in error (fi_cntr_readerr counts these).
   void inc_err() noexcept { add_err(1); }
   void add_err(uint64_t n) noexcept {
     errors_.fetch_add(n, std::memory_order_seq_cst);
-    check_trigger();
+    check_trigger(n, true);
     wake();
   }
   // Sets the value (fi_cntr_set, and FI_OP_CNTR_SET from the trigger engine).
   void set(uint64_t v) noexcept {
     count_.store(v, std::memory_order_seq_cst);
-    check_trigger();
+    check_trigger(0, false);
     wake();
   }
 
   // ---- triggered work (util/trigger.hpp) ----
   static constexpr uint64_t no_trigger = UINT64_MAX;
   // The lowest threshold queued on this counter (no_trigger: none), set by
-  // the domain's trigger engine.
-  void set_trigger_at(uint64_t t) noexcept { trigger_at_.store(t, std::memory_order_seq_cst); }
+  // the domain's trigger engine. A peer counter keeps its 0 (check_trigger;
+  // no work is queued on a counter the application cannot see).
+  void set_trigger_at(uint64_t t) noexcept {
+    if (!owner_) trigger_at_.store(t, std::memory_order_seq_cst);
+  }
   // What thresholds are compared with: successes plus errors (fi_trigger(3)).
   uint64_t value() const noexcept {
     return count_.load(std::memory_order_seq_cst) + errors_.load(std::memory_order_seq_cst);
@@ -112,8 +117,8 @@ class cntr : public fid_object<cntr, fid_cntr> {
     progress_.run<Lock>();
     return errors();
   }
-  // Peer counter: progress, then the increments since the last call to the
-  // owner; returns the local count.
+  // Peer counter: progress (the owner has every increment already);
+  // returns the local count.
   template <class Lock>
   uint64_t peer_read() noexcept;
   fid_peer_cntr* owner() const noexcept { return owner_; }
@@ -138,13 +143,14 @@ class cntr : public fid_object<cntr, fid_cntr> {
   void wake_slow() noexcept;
   void sleep(int timeout_ms) noexcept;
   // While nothing is queued on the counter this is one load and a branch;
-  // otherwise a reached threshold marks the engine ready. Issuing happens
-  // elsewhere: providers count under their endpoint locks.
-  void check_trigger() noexcept {
+  // otherwise a reached threshold marks the engine ready, and a peer
+  // counter passes the `n` successes (or errors) just counted to its owner.
+  // Issuing happens elsewhere: providers count under their endpoint locks.
+  void check_trigger(uint64_t n, bool err) noexcept {
     if (trigger_at_.load(std::memory_order_seq_cst) != no_trigger) [[unlikely]]
-      trigger_reached();
+      trigger_reached(n, err);
   }
-  void trigger_reached() noexcept;
+  void trigger_reached(uint64_t n, bool err) noexcept;
 
   std::atomic<uint64_t> count_{0};
   std::atomic<uint64_t> errors_{0};
@@ -161,8 +167,6 @@ class cntr : public fid_object<cntr, fid_cntr> {
   fi_wait_obj wait_obj_;
   std::atomic<bool> exported_{false};  // FI_GETWAIT handed the wait object out
   fid_peer_cntr* owner_ = nullptr;     // FI_PEER: where the counts go
-  std::mutex owner_mutex_;             // one thread passes them on at a time
-  uint64_t passed_count_ = 0, passed_errors_ = 0;  // already given to the owner
   progress_list progress_;
   wait_fd wait_;     // open unless FI_WAIT_NONE or FI_WAIT_YIELD
   mutex_cond cond_;  // FI_WAIT_MUTEX_COND

@@ -230,6 +230,7 @@ int cq::open(domain& dom, fi_cq_attr* attr, fid_cq** out, void* context) noexcep
       c->signal_on_write_.fetch_add(1, std::memory_order_relaxed);
     }
     c->owner_ = owner;
+    if (owner) c->divert_.fetch_or(to_owner, std::memory_order_relaxed);
     c->ops = const_cast<fi_ops_cq*>(
         with_lock_policy(dom.lock_threading(), [&]<class Lock>() -> const fi_ops_cq* {
           return owner ? &peer_cq_ops<Lock>::table : ops_for<Lock>(a.format);
@@ -413,7 +414,15 @@ ssize_t cq::peer_progress(const void* buf, size_t count) noexcept {
     return to_fi(errc::nosys);
   }
   progress_.run<Lock>();
-  flush_to_owner<Lock>();
+  // Completions go straight to the owner (write_diverted); the ring holds
+  // only what a full owner refused.
+  bool queued;
+  {
+    [[maybe_unused]] auto g = guard<Lock>();
+    queued = head_ != tail_;
+  }
+  if (queued) [[unlikely]]
+    flush_to_owner<Lock>();
   return 0;
 }
 
@@ -452,6 +461,60 @@ void cq::flush_to_owner() noexcept {
   }
 }
 
+template <class Lock>
+bool cq::write_diverted(const cq_entry& e, uint32_t d) noexcept {
+  if ((d & claim_mask) && domain_->triggers().claim(e.op_context, false)) return true;
+  if (d & to_owner) {
+    // Under the guard, so a completion queued behind an -FI_EAGAIN is never
+    // overtaken; flush_to_owner takes an entry off only after the owner
+    // has it, so an empty ring means nothing is on its way.
+    [[maybe_unused]] auto g = guard<Lock>();
+    if (head_ == tail_) {
+      ssize_t rc = owner_->owner_ops->write(owner_, e.op_context, e.flags, e.len, e.buf, e.data,
+                                            e.tag, e.src);
+      if (rc != to_fi(errc::again)) {
+        if (rc < 0)
+          WEFT_WARN(domain_->provider(), FI_LOG_CQ,
+                    "the owner CQ refused a completion of %p: %s", e.op_context,
+                    fi_strerror(static_cast<int>(-rc)));
+        return true;
+      }
+    }
+    if (tail_ - head_ > mask_) return false;
+    ring_[tail_ & mask_] = e;
+    ++tail_;
+    return true;
+  }
+  {
+    [[maybe_unused]] auto g = guard<Lock>();
+    if (tail_ - head_ > mask_) return false;
+    ring_[tail_ & mask_] = e;
+    ++tail_;
+  }
+  wake();
+  return true;
+}
+
+template <class Lock>
+bool cq::write_error_to_owner(const fi_cq_err_entry& e) noexcept {
+  [[maybe_unused]] auto g = guard<Lock>();
+  if (head_ == tail_) {
+    ssize_t rc = owner_->owner_ops->writeerr(owner_, &e);
+    if (rc != to_fi(errc::again)) {
+      if (rc < 0)
+        WEFT_WARN(domain_->provider(), FI_LOG_CQ,
+                  "the owner CQ refused an error completion of %p: %s", e.op_context,
+                  fi_strerror(static_cast<int>(-rc)));
+      return true;
+    }
+  }
+  return push_error(e);
+}
+
+template bool cq::write_diverted<null_lock>(const cq_entry&, uint32_t) noexcept;
+template bool cq::write_diverted<mutex_lock>(const cq_entry&, uint32_t) noexcept;
+template bool cq::write_error_to_owner<null_lock>(const fi_cq_err_entry&) noexcept;
+template bool cq::write_error_to_owner<mutex_lock>(const fi_cq_err_entry&) noexcept;
 template ssize_t cq::peer_progress<null_lock>(const void*, size_t) noexcept;
 template ssize_t cq::peer_progress<mutex_lock>(const void*, size_t) noexcept;
 

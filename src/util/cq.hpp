@@ -9,13 +9,16 @@
 // of the right instantiation is installed at open.
 //
 // A peer CQ (fi_peer(3): fi_cq_open with FI_PEER and a fi_peer_cq_context)
-// is the same object with another ops table: providers write into its ring
-// exactly as into any CQ (no branch on their path), and the owner's
-// fi_cq_read(cq, NULL, 0), which drives progress, then hands every queued
-// completion to the owner's fid_peer_cq (owner_ops->write / writeerr) in
-// order. An owner answering -FI_EAGAIN keeps the rest queued for its next
-// call; meanwhile a full ring pushes back on the provider through has_room,
-// as for any CQ. Reading a peer CQ any other way is -FI_ENOSYS.
+// is the same object with another ops table. Providers write into it as into
+// any CQ; the write takes the branch it already has for rare cases (the
+// `divert_` word, which also carries trigger claims) and hands the completion
+// straight to the owner's fid_peer_cq (owner_ops->write / writeerr): one
+// write into the owner, no copy here. Only when the owner answers -FI_EAGAIN
+// (its CQ is full) does the completion wait in this CQ's ring, and every
+// later one behind it, so the owner sees them in order; the owner's
+// fi_cq_read(cq, NULL, 0), which drives progress, hands them over. A full
+// ring then pushes back on the provider through has_room, as for any CQ.
+// Reading a peer CQ any other way is -FI_ENOSYS.
 #pragma once
 
 #include "core/hot.hpp"
@@ -65,8 +68,8 @@ class cq : public fid_object<cq, fid_cq> {
   // Appends a completion; false (and nothing written) when the ring is full.
   template <class Lock>
   bool write(const cq_entry& e) noexcept {
-    if (claims_.load(std::memory_order_acquire)) [[unlikely]]
-      if (domain_->triggers().claim(e.op_context, false)) return true;
+    if (uint32_t d = divert_.load(std::memory_order_acquire)) [[unlikely]]
+      return write_diverted<Lock>(e, d);
     {
       [[maybe_unused]] auto g = guard<Lock>();
       if (tail_ - head_ > mask_) return false;
@@ -79,8 +82,10 @@ class cq : public fid_object<cq, fid_cq> {
   // Queues an error completion (err_data is copied); false if out of room.
   template <class Lock>
   bool write_error(const fi_cq_err_entry& e) noexcept {
-    if (claims_.load(std::memory_order_acquire)) [[unlikely]]
-      if (domain_->triggers().claim(e.op_context, true)) return true;
+    if (uint32_t d = divert_.load(std::memory_order_acquire)) [[unlikely]] {
+      if ((d & claim_mask) && domain_->triggers().claim(e.op_context, true)) return true;
+      if (d & to_owner) return write_error_to_owner<Lock>(e);
+    }
     bool ok;
     {
       [[maybe_unused]] auto g = guard<Lock>();
@@ -94,8 +99,8 @@ class cq : public fid_object<cq, fid_cq> {
   // while any is, each write first lets the trigger engine claim it (count
   // its completion counter, and keep it off this CQ unless the request
   // asked for FI_COMPLETION). One load and a branch otherwise.
-  void add_claim() noexcept { claims_.fetch_add(1, std::memory_order_acq_rel); }
-  void drop_claim() noexcept { claims_.fetch_sub(1, std::memory_order_acq_rel); }
+  void add_claim() noexcept { divert_.fetch_add(1, std::memory_order_acq_rel); }
+  void drop_claim() noexcept { divert_.fetch_sub(1, std::memory_order_acq_rel); }
 
   progress_list& progress() noexcept { return progress_; }
   // A file descriptor whose readiness means progress may complete something.
@@ -150,6 +155,11 @@ class cq : public fid_object<cq, fid_cq> {
   // empty or the owner asks to wait (-FI_EAGAIN).
   template <class Lock>
   void flush_to_owner() noexcept;
+  // write() when divert_ is set: a trigger claim, else the owner.
+  template <class Lock>
+  bool write_diverted(const cq_entry& e, uint32_t d) noexcept;
+  template <class Lock>
+  bool write_error_to_owner(const fi_cq_err_entry& e) noexcept;
   void wake() noexcept {
     if (signal_on_write_.load(std::memory_order_relaxed)) wake_slow();
   }
@@ -182,7 +192,11 @@ class cq : public fid_object<cq, fid_cq> {
   // Writers signal the wait object only when someone can be waiting on it:
   // a thread in sread, or an application holding the fd (FI_GETWAIT).
   std::atomic<int> signal_on_write_{0};
-  std::atomic<uint32_t> claims_{0};  // see add_claim
+  // Non-zero sends writes the slow way: the count of trigger claims (see
+  // add_claim) in the low bits, and to_owner for a peer CQ.
+  static constexpr uint32_t to_owner = 1u << 31;
+  static constexpr uint32_t claim_mask = to_owner - 1;
+  std::atomic<uint32_t> divert_{0};
   std::atomic<bool> fd_exported_{false};
   std::atomic<bool> signaled_{false};
   mutex_cond export_cond_;  // FI_WAIT_MUTEX_COND: recursive, see wait.hpp
