@@ -9,6 +9,9 @@
 # COMPARE=contexts: weft against itself instead, a plain endpoint against a
 # scalable endpoint's transmit and receive contexts (self_inject -x); Debian's
 # libfabric has no scalable endpoints on shm, tcp or udp to compare.
+# COMPARE=provider:NAME: weft through `provider` against weft through NAME
+# (instructions.sh lnx -t with COMPARE=provider:shm: what the link costs over
+# shm used directly; Debian's libfabric 1.17 has no lnx).
 # The endpoint sends to its own address (fi_getname, inserted in its AV) and
 # checks every message it receives.
 # WEFT_LIB: the folder of weft's libfabric.so.1 (default: build/src).
@@ -47,10 +50,10 @@ command -v valgrind >/dev/null || die "valgrind is not installed (apt-get instal
 command -v callgrind_annotate >/dev/null || die "callgrind_annotate is not installed"
 
 count() { # libdir iterations [self_inject args]: prints the program's total instructions
-  local lib=$1 iters=$2
+  local lib=$1 iters=$2 prov=${COUNT_PROV:-$prov}
   shift 2
-  local out=$tmp/cg.$iters.$(basename "$lib")$* log=$tmp/log.$iters.$(basename "$lib")$*
-  local what="self_inject -n $iters${*:+ $*}"
+  local out=$tmp/cg.$prov.$iters.$(basename "$lib")$* log=$tmp/log.$prov.$iters.$(basename "$lib")$*
+  local what="self_inject -p $prov -n $iters${*:+ $*}"
   # A hang is a failure too: a few seconds' work, ten minutes at most.
   if ! LD_LIBRARY_PATH=$lib timeout 600 valgrind --tool=callgrind --callgrind-out-file="$out" \
       "$exe" -p "$prov" -n "$iters" ${extra[@]+"${extra[@]}"} "$@" >"$log" 2>&1; then
@@ -66,7 +69,19 @@ count() { # libdir iterations [self_inject args]: prints the program's total ins
 }
 
 declare -A small big
-if [ "${COMPARE:-libfabric}" = contexts ]; then
+if [[ ${COMPARE:-libfabric} == provider:* ]]; then
+  other=${COMPARE#provider:}
+  [ -n "$other" ] && [ "$other" != "$prov" ] || die "COMPARE=provider:NAME needs another provider"
+  names=("$prov" "$other")
+  small[$prov]=$(count "$weft_lib" $n)
+  small[$other]=$(COUNT_PROV=$other count "$weft_lib" $n)
+  big[$other]=$(COUNT_PROV=$other count "$weft_lib" $((11 * n)))
+  big[$prov]=$(count "$weft_lib" $((11 * n)))
+  title="weft through $prov vs weft through $other"
+  first="$prov, $other"
+  column="weft through"
+  tag=instructions-vs-$other
+elif [ "${COMPARE:-libfabric}" = contexts ]; then
   names=(endpoint contexts)
   small[endpoint]=$(count "$weft_lib" $n)
   small[contexts]=$(count "$weft_lib" $n -x)

@@ -299,6 +299,71 @@ TEST_P(lnx, a_receive_for_any_source_takes_each_message_once_from_both_providers
   for (int i = 0; i < n; ++i) EXPECT_EQ(seen[i], 1) << "message " << i;
 }
 
+// A receive CQ too small for what arrives: the cores' completions wait for
+// room (in their peer CQs) and none is lost or repeated, from either core.
+// The receive CQ is the second one bound, so its peer CQs are not the ones
+// lnx reads to drive the cores: what waits there must still be handed over.
+TEST_P(lnx, a_full_receive_cq_delays_completions_and_loses_none) {
+  lnx_ep a, b;
+  open(a);
+  fi_cq_attr qa{};
+  qa.format = FI_CQ_FORMAT_TAGGED;
+  qa.size = 1024;
+  ASSERT_EQ(fi_cq_open(domain, &qa, &b.cq, nullptr), 0);  // transmit
+  qa.size = 4;
+  fid_cq* rx = nullptr;
+  ASSERT_EQ(fi_cq_open(domain, &qa, &rx, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(domain, info, &b.ep, nullptr), 0);
+  opened.push_back(&b);
+  ASSERT_EQ(fi_ep_bind(b.ep, &b.cq->fid, FI_TRANSMIT), 0);
+  ASSERT_EQ(fi_ep_bind(b.ep, &rx->fid, FI_RECV), 0);
+  ASSERT_EQ(fi_ep_bind(b.ep, &av->fid, 0), 0);
+  ASSERT_EQ(fi_enable(b.ep), 0);
+  size_t len = addr_bytes;
+  b.name.resize(len);
+  ASSERT_EQ(fi_getname(&b.ep->fid, b.name.data(), &len), 0);
+  fi_addr_t b_near = insert(b), b_far = insert(b, true);
+  constexpr int n = 32;
+  std::vector<uint32_t> slots(n, 0xffffffff);
+  std::vector<fi_context> rctx(n);
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(fi_trecv(b.ep, &slots[i], sizeof slots[i], nullptr, FI_ADDR_UNSPEC, 9, 0, &rctx[i]),
+              0);
+  std::vector<uint32_t> vals(n);
+  for (int i = 0; i < n; ++i) {
+    vals[i] = static_cast<uint32_t>(i);
+    ssize_t r;
+    while ((r = fi_tinject(a.ep, &vals[i], sizeof vals[i], i % 2 ? b_far : b_near, 9)) ==
+           -FI_EAGAIN) {
+      fi_cq_tagged_entry c;
+      fi_cq_read(a.cq, &c, 0);
+    }
+    ASSERT_EQ(r, 0);
+  }
+  // Everything arrives while the receive CQ is full: drive b through its
+  // transmit CQ until both cores have taken every message in.
+  for (int k = 0; k < 2000; ++k) {
+    fi_cq_tagged_entry c;
+    fi_cq_read(a.cq, &c, 0);
+    fi_cq_read(b.cq, &c, 0);
+  }
+  std::vector<int> seen(n, 0);
+  for (int i = 0; i < n; ++i) {
+    fi_cq_tagged_entry c;
+    ASSERT_TRUE(next(rx, c)) << "after " << i;
+    ASSERT_GE(c.op_context, static_cast<void*>(&rctx[0]));
+    ASSERT_LT(c.op_context, static_cast<void*>(&rctx[0] + n));
+    seen[static_cast<fi_context*>(c.op_context) - &rctx[0]]++;
+  }
+  fi_cq_tagged_entry c;
+  for (int k = 0; k < 200; ++k) EXPECT_EQ(fi_cq_read(rx, &c, 1), -FI_EAGAIN) << "no extra";
+  for (int i = 0; i < n; ++i) EXPECT_EQ(seen[i], 1) << "receive " << i;
+  for (uint32_t v : slots) EXPECT_LT(v, static_cast<uint32_t>(n));
+  EXPECT_EQ(fi_close(&b.ep->fid), 0);
+  b.ep = nullptr;
+  EXPECT_EQ(fi_close(&rx->fid), 0);
+}
+
 TEST_P(lnx, a_directed_receive_takes_only_its_sender_whichever_provider_carries_it) {
   lnx_ep a, b;
   open(a);

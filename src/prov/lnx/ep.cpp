@@ -23,12 +23,16 @@ template <class Lock>
 struct owner_ops {
   static ssize_t write(fid_peer_cq* c, void* ctx, uint64_t flags, size_t len, void* buf,
                        uint64_t data, uint64_t tag, fi_addr_t src) noexcept {
-    util::cq* t = static_cast<cq_owner*>(c)->target;
-    return t->write<Lock>({ctx, flags, len, buf, data, tag, src, 0}) ? 0 : to_fi(errc::again);
+    auto* o = static_cast<cq_owner*>(c);
+    if (o->target->write<Lock>({ctx, flags, len, buf, data, tag, src, 0})) return 0;
+    o->refused->store(true, std::memory_order_relaxed);
+    return to_fi(errc::again);
   }
   static ssize_t writeerr(fid_peer_cq* c, const fi_cq_err_entry* e) noexcept {
-    util::cq* t = static_cast<cq_owner*>(c)->target;
-    return t->write_error<Lock>(*e) ? 0 : to_fi(errc::again);
+    auto* o = static_cast<cq_owner*>(c);
+    if (o->target->write_error<Lock>(*e)) return 0;
+    o->refused->store(true, std::memory_order_relaxed);
+    return to_fi(errc::again);
   }
   static constexpr fi_ops_cq_owner cq = {sizeof(fi_ops_cq_owner), write, writeerr};
 };
@@ -113,6 +117,8 @@ int endpoint::open_cores(const fi_info& info) {
   for (auto& cd : domain_->cores()) {
     core_ep c;
     c.cd = cd.get();
+    // shm's progress is a few loads when idle: every read drives it.
+    c.every_read = cd->m.prov == "shm";
     fi_info* ci = fi_dupinfo(cd->info);
     if (!ci) return to_fi(errc::nomem);
     // Sends pass through with the application's default flags; receives
@@ -178,6 +184,7 @@ int endpoint::bind_cq(util::cq& q, uint64_t flags) {
   owner->owner_ops = const_cast<fi_ops_cq_owner*>(locked_ ? &owner_ops<util::mutex_lock>::cq
                                                           : &owner_ops<util::null_lock>::cq);
   owner->target = &q;
+  owner->refused = &backlog_;
   owner->ctx.cq = owner.get();
   for (core_ep& c : cores_) {
     fi_cq_attr a{};
@@ -302,11 +309,26 @@ void endpoint::progress_thunk(void* obj) noexcept {
 }
 
 void endpoint::progress() noexcept {
-  // Reading a peer CQ or counter drives its core's progress and passes
-  // what it completed on to the lnx CQ or counter.
+  // Reading a peer CQ or counter drives its core's progress; the core
+  // writes what it completes straight into the lnx CQs and counters. One
+  // read per core is enough (each of a core's peer CQs and counters drives
+  // the same endpoint), except when a completion waits in a peer CQ for
+  // room in a full lnx CQ: only reading that peer CQ hands it over.
+  uint64_t n = reads_.load(std::memory_order_relaxed) + 1;
+  reads_.store(n, std::memory_order_relaxed);
+  bool all = backlog_.load(std::memory_order_relaxed);
+  if (all) backlog_.store(false, std::memory_order_relaxed);
   for (core_ep& c : cores_) {
-    for (fid_cq* q : c.cqs) fi_cq_read(q, nullptr, 0);
-    for (fid_cntr* n : c.cntrs) fi_cntr_read(n);
+    if (!c.every_read && !all && n % idle_stride != 0 &&
+        n > std::atomic_ref(c.hot_until).load(std::memory_order_relaxed))
+      continue;
+    if (all) {
+      for (fid_cq* q : c.cqs) fi_cq_read(q, nullptr, 0);
+    } else if (!c.cqs.empty()) {
+      fi_cq_read(c.cqs.front(), nullptr, 0);
+    } else if (!c.cntrs.empty()) {
+      fi_cntr_read(c.cntrs.front());
+    }
   }
 }
 

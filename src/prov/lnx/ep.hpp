@@ -102,6 +102,7 @@ class endpoint;
 // The owner side of a core's peer CQ: what the core writes lands in the lnx CQ.
 struct cq_owner : fid_peer_cq {
   util::cq* target = nullptr;
+  std::atomic<bool>* refused = nullptr;  // set when the lnx CQ was full (endpoint::backlog_)
   fi_peer_cq_context ctx{sizeof(fi_peer_cq_context), nullptr};
 };
 // ... and of a core's peer counter.
@@ -122,6 +123,13 @@ struct core_ep {
   std::vector<fid_cq*> cqs;                         // peer CQs, in binding order
   std::vector<fid_cntr*> cntrs;                     // peer counters
   size_t addrlen = 0;                               // the core's fi_getname length
+  // Progress schedule (endpoint::progress): driven on every lnx read when
+  // `every_read`, else while hot (an operation was posted on it within the
+  // last hot_reads reads) and on every idle_stride-th read.
+  // hot_until is the lnx read count until which it is hot (atomic_ref: the
+  // send path and progress may run at once).
+  bool every_read = false;
+  uint64_t hot_until = 0;
 };
 
 class endpoint : public util::endpoint_object<endpoint> {
@@ -147,8 +155,12 @@ class endpoint : public util::endpoint_object<endpoint> {
     if (!r) [[unlikely]]
       r = resolve_on_send(dest);
     if (!r) return false;
-    ep = cores_[route_table::core_of(r)].ep;
+    core_ep& c = cores_[route_table::core_of(r)];
+    ep = c.ep;
     addr = route_table::addr_of(r);
+    if (!c.every_read)
+      std::atomic_ref(c.hot_until)
+          .store(reads_.load(std::memory_order_relaxed) + hot_reads, std::memory_order_relaxed);
     return true;
   }
   util::srx& engine() noexcept { return *engine_; }
@@ -187,6 +199,17 @@ class endpoint : public util::endpoint_object<endpoint> {
   std::vector<std::unique_ptr<cq_owner>> cq_owners_;
   std::vector<std::unique_ptr<cntr_owner>> cntr_owners_;
   route_table routes_;
+  // Progress schedule (progress()). shm's progress is a few loads when idle;
+  // tcp's polls its sockets, a system call, so it runs on every read only
+  // while something was posted on it lately, and else on one read in
+  // idle_stride: a message arriving on an idle tcp core waits at most that
+  // many reads of the lnx CQ (each a pass over shm), far below a tcp hop.
+  static constexpr uint64_t hot_reads = 1u << 14;
+  static constexpr uint64_t idle_stride = 64;
+  std::atomic<uint64_t> reads_{0};
+  // A core's completion met a full lnx CQ and waits in its peer CQ: every
+  // peer CQ is read (which hands it over) until none is refused.
+  std::atomic<bool> backlog_{false};
   // Under ctl_: what each resolved fi_addr was resolved from (signature()),
   // and fi_addrs below scanned_ that have no route (removed ones).
   util::fast_mutex ctl_;
