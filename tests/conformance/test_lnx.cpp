@@ -32,7 +32,7 @@ constexpr size_t addr_bytes = 128;  // every lnx address (fi_lnx(7))
 
 fi_info* lnx_hints(fi_threading t) {
   fi_info* h = fi_allocinfo();
-  h->caps = FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV;
+  h->caps = FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV | FI_AV_USER_ID;
   h->ep_attr->type = FI_EP_RDM;
   h->domain_attr->threading = t;
   h->fabric_attr->prov_name = strdup("lnx");
@@ -362,6 +362,68 @@ TEST_P(lnx, a_full_receive_cq_delays_completions_and_loses_none) {
   EXPECT_EQ(fi_close(&b.ep->fid), 0);
   b.ep = nullptr;
   EXPECT_EQ(fi_close(&rx->fid), 0);
+}
+
+// FI_AV_USER_ID (fi_av(3)): completions name senders by the user ids the
+// application gave, whichever core carried the message, and
+// fi_av_set_user_id renames a peer for later completions; a directed
+// receive still names its sender by fi_addr.
+TEST_P(lnx, user_ids_name_senders_through_both_providers) {
+  ASSERT_TRUE(info->caps & FI_AV_USER_ID) << "lnx offers FI_AV_USER_ID";
+  fi_av_attr aa{};
+  aa.type = FI_AV_TABLE;
+  aa.flags = FI_AV_USER_ID;
+  fid_av* ids = nullptr;
+  ASSERT_EQ(fi_av_open(domain, &aa, &ids, nullptr), 0);
+  {
+    lnx_ep a, b;
+    open(a);
+    open(b, ids);
+    fi_addr_t b_near = insert(b), b_far = insert(b, true);
+    fi_addr_t from[2] = {0x1111, 0x2222};  // a as b's AV knows it: near, far
+    std::vector<uint8_t> far_name = a.name;
+    far_name[8] ^= 0x5a;
+    ASSERT_EQ(fi_av_insert(ids, a.name.data(), 1, &from[0], FI_AV_USER_ID, nullptr), 1);
+    ASSERT_EQ(fi_av_insert(ids, far_name.data(), 1, &from[1], FI_AV_USER_ID, nullptr), 1);
+    // The fi_addrs the user ids stand for: 0 and 1, in insertion order.
+    const fi_addr_t a_near = 0, a_far = 1;
+    // a sends through shm to b_near and through tcp to b_far; b's cores
+    // see a's shm and tcp addresses, which b's AV holds as 0x1111, 0x2222.
+    auto exchange = [&](uint64_t want_near, uint64_t want_far) {
+      char buf[2][8];
+      fi_context r[2];
+      ASSERT_EQ(fi_trecv(b.ep, buf[0], 8, nullptr, FI_ADDR_UNSPEC, 3, 0, &r[0]), 0);
+      ASSERT_EQ(fi_trecv(b.ep, buf[1], 8, nullptr, FI_ADDR_UNSPEC, 4, 0, &r[1]), 0);
+      ASSERT_EQ(fi_tinject(a.ep, "n", 1, b_near, 3), 0);
+      ASSERT_EQ(fi_tinject(a.ep, "f", 1, b_far, 4), 0);
+      for (int i = 0; i < 2; ++i) {
+        fi_cq_tagged_entry c;
+        fi_addr_t src = FI_ADDR_NOTAVAIL;
+        ASSERT_TRUE(next(b.cq, c, &src));
+        EXPECT_EQ(src, c.tag == 3 ? want_near : want_far) << "tag " << c.tag;
+      }
+    };
+    exchange(0x1111, 0x2222);
+    ASSERT_EQ(fi_av_set_user_id(ids, a_far, 0x3333, 0), 0);
+    exchange(0x1111, 0x3333);
+    // A directed receive names its sender by fi_addr, not user id.
+    char buf[8];
+    fi_context r;
+    ASSERT_EQ(fi_trecv(b.ep, buf, 8, nullptr, a_far, 5, 0, &r), 0);
+    ASSERT_EQ(fi_tinject(a.ep, "x", 1, b_near, 5), 0);  // from a_near: not taken
+    ASSERT_EQ(fi_tinject(a.ep, "y", 1, b_far, 5), 0);   // from a_far: taken
+    fi_cq_tagged_entry c;
+    fi_addr_t src = FI_ADDR_NOTAVAIL;
+    ASSERT_TRUE(next(b.cq, c, &src));
+    EXPECT_EQ(c.op_context, &r);
+    EXPECT_EQ(buf[0], 'y');
+    EXPECT_EQ(src, 0x3333u);
+    ASSERT_EQ(fi_trecv(b.ep, buf, 8, nullptr, a_near, 5, 0, &r), 0);
+    ASSERT_TRUE(next(b.cq, c, &src));
+    EXPECT_EQ(buf[0], 'x');
+    EXPECT_EQ(src, 0x1111u);
+  }
+  EXPECT_EQ(fi_close(&ids->fid), 0);
 }
 
 TEST_P(lnx, a_directed_receive_takes_only_its_sender_whichever_provider_carries_it) {

@@ -338,8 +338,7 @@ uint64_t endpoint::signature(fi_addr_t a) const noexcept {
   const util::av* av = bound_.av_.get();
   const uint8_t* e = av->entry(a);
   if (!e) return 0;
-  uint64_t s = av->codec().hash(e);
-  return (s << 32 | 1) ^ (av->report(a) * 0x9e3779b97f4a7c15ULL);
+  return av->codec().hash(e) << 1 | 1;
 }
 
 uint64_t endpoint::resolve(fi_addr_t a) noexcept {
@@ -393,8 +392,12 @@ uint64_t endpoint::resolve(fi_addr_t a) noexcept {
     fi_av_remove(c.av, &id, 1, 0);
     return 0;
   }
-  if (sigs_.size() <= a) sigs_.resize(a + 1, 0);
+  if (sigs_.size() <= a) {
+    sigs_.resize(a + 1, 0);
+    ids_.resize(a + 1, 0);
+  }
   sigs_[a] = signature(a);
+  ids_[a] = id;
   return r;
 }
 
@@ -435,6 +438,16 @@ void endpoint::resync(bool inserted_only) noexcept {
     if (r && (!live || (!inserted_only && (a >= sigs_.size() || sigs_[a] != signature(a))))) {
       unroute(a);
       r = 0;
+    }
+    if (r && !inserted_only && ids_[a] != av->report(a)) {
+      // fi_av_set_user_id: the core keeps the peer, under its new name.
+      fi_addr_t ca = route_table::addr_of(r), id = av->report(a);
+      if (fi_av_set_user_id(cores_[route_table::core_of(r)].av, ca, id, 0) == 0) {
+        ids_[a] = id;
+      } else {
+        WEFT_WARN(&provider(), FI_LOG_AV, "fi_addr %llu: the %s AV kept its old user id",
+                  static_cast<unsigned long long>(a), core_name(cores_[route_table::core_of(r)]));
+      }
     }
     if (live && !r) r = resolve(a);
     if (!r) ++holes;

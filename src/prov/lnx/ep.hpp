@@ -210,10 +210,12 @@ class endpoint : public util::endpoint_object<endpoint> {
   // A core's completion met a full lnx CQ and waits in its peer CQ: every
   // peer CQ is read (which hands it over) until none is refused.
   std::atomic<bool> backlog_{false};
-  // Under ctl_: what each resolved fi_addr was resolved from (signature()),
-  // and fi_addrs below scanned_ that have no route (removed ones).
+  // Under ctl_: what each resolved fi_addr was resolved from (signature(),
+  // the address) and the user id its core was given, and fi_addrs below
+  // scanned_ that have no route (removed ones).
   util::fast_mutex ctl_;
   std::vector<uint64_t> sigs_;
+  std::vector<fi_addr_t> ids_;
   size_t scanned_ = 0;
   size_t holes_ = 0;
   bool watching_ = false;

@@ -69,7 +69,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 // may ask for.
 inline constexpr uint64_t offered_caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
                                          FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM |
-                                         FI_REMOTE_COMM;
+                                         FI_REMOTE_COMM | FI_AV_USER_ID;
 
 // A core provider's fi_getinfo for what lnx needs of it (threading and
 // progress from `hints`, which may be null). The list is the caller's.
