@@ -100,6 +100,19 @@ domain* mr_domain(fid* f) noexcept {
   return is_class(f, FI_CLASS_DOMAIN) ? domain::from(f) : nullptr;
 }
 
+// mr::reg, then the provider's part (domain_hooks::mr_attach).
+int reg(domain& dom, const fi_mr_attr& a, uint64_t flags, fid_mr** out) noexcept {
+  int ret = mr::reg(dom, a, flags, out);
+  auto attach = dom.mr_attach_hook();
+  if (ret || !attach) return ret;
+  ret = attach(dom, *mr::from(*out), a, flags);
+  if (ret) {
+    fi_close(&(*out)->fid);
+    *out = nullptr;
+  }
+  return ret;
+}
+
 int mr_regattr(fid* f, const fi_mr_attr* attr, uint64_t flags, fid_mr** out) noexcept {
   domain* dom = mr_domain(f);
   if (!dom || !attr || !out) return to_fi(errc::inval);
@@ -111,7 +124,7 @@ int mr_regattr(fid* f, const fi_mr_attr* attr, uint64_t flags, fid_mr** out) noe
     a.iface = attr->iface;
     a.device = attr->device;
   }
-  int ret = mr::reg(*dom, a, flags, out);
+  int ret = reg(*dom, a, flags, out);
   if (ret == 0) dom->registered(*out, a.context);
   return ret;
 }
@@ -127,7 +140,7 @@ int mr_regv(fid* f, const iovec* iov, size_t count, uint64_t access, uint64_t of
   a.context = context;
   domain* dom = mr_domain(f);
   if (!dom || !out) return to_fi(errc::inval);
-  int ret = mr::reg(*dom, a, flags, out);
+  int ret = reg(*dom, a, flags, out);
   if (ret == 0) dom->registered(*out, context);
   return ret;
 }

@@ -38,6 +38,10 @@ struct domain_hooks {
   // behaves as FI_PROGRESS_AUTO for data too (more progress than asked for
   // is allowed; fi_domain(3)). False for providers without control traffic.
   bool control_on_data_path = false;
+  // Optional: after util registered a region (every fi_mr_reg form), the
+  // provider's part, which may attach a companion to it; an error closes
+  // the region and is the registration's answer.
+  int (*mr_attach)(domain& dom, mr& m, const fi_mr_attr& attr, uint64_t flags) = nullptr;
 };
 
 class domain : public fid_object<domain, fid_domain> {
@@ -59,6 +63,8 @@ class domain : public fid_object<domain, fid_domain> {
   const fi_provider* provider() const noexcept { return fabric_->provider(); }
   uint32_t api_version() const noexcept { return fabric_->api(); }
   const domain_hooks& hooks() const noexcept { return *hooks_; }
+  // The provider's mr_attach hook, or null (also for a domain without hooks).
+  auto mr_attach_hook() const noexcept { return hooks_ ? hooks_->mr_attach : nullptr; }
 
   // Settings fixed at open.
   fi_threading threading() const noexcept { return threading_; }

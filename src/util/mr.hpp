@@ -16,6 +16,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <shared_mutex>
 #include <unordered_map>
 
@@ -111,6 +112,12 @@ class mr_map {
   uint64_t next_key_ = 1;
 };
 
+// What a provider keeps beside a region for as long as it lives (a link
+// provider's registrations with its cores); destroyed with the region.
+struct mr_companion {
+  virtual ~mr_companion() = default;
+};
+
 // One registered region. mem_desc (fi_mr_desc) points at the mr itself;
 // key (fi_mr_key) is the key in the domain's map, or FI_KEY_NOTAVAIL when
 // the domain uses FI_MR_RAW (fi_mr_raw_attr then gives it).
@@ -174,6 +181,9 @@ class mr : public fid_object<mr, fid_mr> {
   size_t segment_count() const noexcept { return nsegs_; }
   bool enabled() const noexcept { return enabled_.load(std::memory_order_acquire); }
   domain& dom() const noexcept { return *domain_; }
+  // The provider's companion (domain_hooks::mr_attach), or null.
+  mr_companion* companion() const noexcept { return companion_.get(); }
+  void attach(std::unique_ptr<mr_companion> c) noexcept { companion_ = std::move(c); }
 
   // ---- the fid ops ----
   int close();
@@ -206,6 +216,7 @@ class mr : public fid_object<mr, fid_mr> {
   static constexpr size_t max_counters = 4;
   std::array<counter_binding, max_counters> counters_{};
   size_t ncounters_ = 0;
+  std::unique_ptr<mr_companion> companion_;
 };
 
 }  // namespace weft::util

@@ -86,6 +86,16 @@ inline constexpr fi_ops_rma rma_nosys = {
     WEFT_NOSYS(fi_ops_rma, injectdata),
 };
 
+// RMA on an endpoint that is not enabled yet.
+inline constexpr fi_ops_rma rma_badstate = {
+    .size = sizeof(fi_ops_rma),
+    WEFT_FAIL(opbadstate, fi_ops_rma, read),      WEFT_FAIL(opbadstate, fi_ops_rma, readv),
+    WEFT_FAIL(opbadstate, fi_ops_rma, readmsg),   WEFT_FAIL(opbadstate, fi_ops_rma, write),
+    WEFT_FAIL(opbadstate, fi_ops_rma, writev),    WEFT_FAIL(opbadstate, fi_ops_rma, writemsg),
+    WEFT_FAIL(opbadstate, fi_ops_rma, inject),    WEFT_FAIL(opbadstate, fi_ops_rma, writedata),
+    WEFT_FAIL(opbadstate, fi_ops_rma, injectdata),
+};
+
 inline constexpr fi_ops_tagged tagged_nosys = {
     .size = sizeof(fi_ops_tagged),
     WEFT_NOSYS(fi_ops_tagged, recv),     WEFT_NOSYS(fi_ops_tagged, recvv),

@@ -1,152 +1,15 @@
 // SPDX-License-Identifier: MIT
 // weft — conformance: the link provider lnx (fi_lnx(7)) over shm and tcp,
-// through the public API alone.
-//
-// Endpoints of one process are on one host, so lnx carries their messages
-// through shm. To exercise tcp as well, a test inserts a peer's address a
-// second time with its host identity changed (proto.hpp: the 8 bytes at
-// offset 8): the inserting endpoint then believes the peer is on another
-// host and reaches it through tcp, under another fi_addr. Which provider a
-// route takes is read from lnx's FI_LOG_INFO line "fi_addr N: through P".
-#include "log_recorder.hpp"
+// through the public API alone: getinfo, messages and tagged messages,
+// routes, completions, counters, user ids, hostile addresses. RMA and
+// atomics are in test_lnx_rma.cpp; the fixture (and how a test reaches tcp
+// in one process) in lnx_fixture.hpp.
+#include "lnx_fixture.hpp"
 
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_tagged.h>
-
-#include <gtest/gtest.h>
-
-#include <chrono>
-#include <cstring>
-#include <string>
 #include <thread>
-#include <vector>
 
 namespace conformance {
 namespace {
-
-constexpr size_t addr_bytes = 128;  // every lnx address (fi_lnx(7))
-
-fi_info* lnx_hints(fi_threading t) {
-  fi_info* h = fi_allocinfo();
-  h->caps = FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV | FI_AV_USER_ID;
-  h->ep_attr->type = FI_EP_RDM;
-  h->domain_attr->threading = t;
-  h->fabric_attr->prov_name = strdup("lnx");
-  return h;
-}
-
-struct lnx_ep {
-  fid_ep* ep = nullptr;
-  fid_cq* cq = nullptr;
-  std::vector<uint8_t> name;
-  ~lnx_ep() {
-    if (ep) {
-      EXPECT_EQ(fi_close(&ep->fid), 0);
-    }
-    if (cq) {
-      EXPECT_EQ(fi_close(&cq->fid), 0);
-    }
-  }
-};
-
-class lnx : public ::testing::TestWithParam<fi_threading> {
- protected:
-  void SetUp() override {
-    fi_info* h = lnx_hints(GetParam());
-    fi_info* list = nullptr;
-    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), 0);
-    fi_freeinfo(h);
-    // Loopback is on every host; its tcp domain is the link's network.
-    for (fi_info* i = list; i; i = i->next)
-      if (std::string(i->domain_attr->name).ends_with(":lo")) info = fi_dupinfo(i);
-    if (!info) info = fi_dupinfo(list);
-    fi_freeinfo(list);
-    ASSERT_NE(info, nullptr);
-    ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
-    fi_av_attr aa{};
-    aa.type = FI_AV_TABLE;
-    ASSERT_EQ(fi_av_open(domain, &aa, &av, nullptr), 0);
-  }
-  void TearDown() override {
-    // The endpoints (the tests' locals) are closed by now.
-    for (fid* f : {av ? &av->fid : nullptr, domain ? &domain->fid : nullptr,
-                   fabric ? &fabric->fid : nullptr}) {
-      if (f) {
-        EXPECT_EQ(fi_close(f), 0);
-      }
-    }
-    fi_freeinfo(info);
-  }
-
-  void open(lnx_ep& e, fid_av* on = nullptr, fi_wait_obj wait = FI_WAIT_NONE) {
-    fi_cq_attr ca{};
-    ca.format = FI_CQ_FORMAT_TAGGED;
-    ca.size = 1024;
-    ca.wait_obj = wait;
-    ASSERT_EQ(fi_cq_open(domain, &ca, &e.cq, nullptr), 0);
-    ASSERT_EQ(fi_endpoint(domain, info, &e.ep, nullptr), 0);
-    opened.push_back(&e);
-    ASSERT_EQ(fi_ep_bind(e.ep, &e.cq->fid, FI_TRANSMIT | FI_RECV), 0);
-    ASSERT_EQ(fi_ep_bind(e.ep, &(on ? on : av)->fid, 0), 0);
-    ASSERT_EQ(fi_enable(e.ep), 0);
-    size_t len = 0;
-    ASSERT_EQ(fi_getname(&e.ep->fid, nullptr, &len), -FI_ETOOSMALL);
-    ASSERT_EQ(len, addr_bytes);
-    e.name.resize(len);
-    ASSERT_EQ(fi_getname(&e.ep->fid, e.name.data(), &len), 0);
-  }
-  // Inserts e's address; `remote`: as if e were on another host.
-  fi_addr_t insert(const lnx_ep& e, bool remote = false, fid_av* into = nullptr) {
-    std::vector<uint8_t> a = e.name;
-    if (remote) a[8] ^= 0x5a;
-    fi_addr_t fa = FI_ADDR_NOTAVAIL;
-    EXPECT_EQ(fi_av_insert(into ? into : av, a.data(), 1, &fa, 0, nullptr), 1);
-    return fa;
-  }
-  // Reads one completion from q within a few seconds, driving every
-  // endpoint's CQ meanwhile (a sender's progress may be needed).
-  bool next(fid_cq* q, fi_cq_tagged_entry& out, fi_addr_t* src = nullptr) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < end) {
-      fi_addr_t s = FI_ADDR_NOTAVAIL;
-      ssize_t n = fi_cq_readfrom(q, &out, 1, &s);
-      if (n == 1) {
-        if (src) *src = s;
-        return true;
-      }
-      if (n != -FI_EAGAIN) {
-        fi_cq_err_entry err{};
-        fi_cq_readerr(q, &err, 0);
-        ADD_FAILURE() << "CQ error " << err.err << " (" << fi_strerror(err.err) << ")";
-        return false;
-      }
-      for (lnx_ep* e : opened)
-        if (e->cq != q) {
-          fi_cq_tagged_entry skip;
-          ssize_t m = fi_cq_read(e->cq, &skip, 0);
-          (void)m;
-        }
-    }
-    return false;
-  }
-  // How many routes the recorded lines say went through `prov`.
-  size_t count_through(const std::vector<std::string>& lines, const std::string& prov) {
-    size_t n = 0;
-    for (const auto& l : lines) n += l.find("through " + prov) != std::string::npos;
-    return n;
-  }
-
-  fi_info* info = nullptr;
-  fid_fabric* fabric = nullptr;
-  fid_domain* domain = nullptr;
-  fid_av* av = nullptr;
-  std::vector<lnx_ep*> opened;
-};
 
 INSTANTIATE_TEST_SUITE_P(threading, lnx, ::testing::Values(FI_THREAD_DOMAIN, FI_THREAD_SAFE),
                          [](const ::testing::TestParamInfo<fi_threading>& p) {
@@ -169,14 +32,17 @@ TEST(lnx_getinfo, is_offered_when_asked_for_by_name_and_says_only_what_it_carrie
   for (fi_info* i = list; i; i = i->next) {
     EXPECT_STREQ(i->fabric_attr->prov_name, "lnx");
     EXPECT_EQ(i->ep_attr->type, FI_EP_RDM);
-    EXPECT_EQ(i->caps & (FI_RMA | FI_ATOMIC | FI_TRIGGER | FI_FENCE), 0u) << "not carried yet";
+    EXPECT_EQ(i->caps & (FI_TRIGGER | FI_FENCE | FI_RMA_EVENT), 0u) << "not carried yet";
+    EXPECT_EQ(i->domain_attr->mr_mode, 0) << "keys chosen by the application, offsets";
     EXPECT_EQ(std::string(i->domain_attr->name).rfind("shm+tcp", 0), 0u) << i->domain_attr->name;
     EXPECT_EQ(i->domain_attr->data_progress, FI_PROGRESS_MANUAL);
   }
   fi_freeinfo(list);
 
   // What it does not carry, it refuses, with the reason logged.
-  h->caps = FI_MSG | FI_RMA;
+  h->caps = FI_MSG | FI_RMA | FI_RMA_EVENT;
+  EXPECT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), -FI_ENODATA);
+  h->caps = FI_MSG | FI_TRIGGER;
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), -FI_ENODATA);
   h->caps = FI_MSG;
   h->ep_attr->type = FI_EP_MSG;
@@ -575,7 +441,7 @@ TEST_P(lnx, a_reader_asleep_on_the_cq_wakes_for_a_message) {
 
 TEST_P(lnx, an_endpoint_asking_for_more_than_lnx_carries_is_refused) {
   fi_info* more = fi_dupinfo(info);
-  more->caps |= FI_RMA | FI_WRITE;
+  more->caps |= FI_RMA | FI_WRITE | FI_RMA_EVENT;
   fid_ep* ep = nullptr;
   {
     recorder rec;

@@ -62,9 +62,11 @@ const util::fabric_hooks fabric_hooks = {
 const util::domain_hooks domain_hooks = {
     .endpoint = open_endpoint,
     .codec = codec_for,
-    .query_atomic = nullptr,
+    .query_atomic = query_atomic,
     .srx_ctx = nullptr,
     .scalable_ep = nullptr,
+    .control_on_data_path = false,
+    .mr_attach = mr_attach,
 };
 
 core_domain::~core_domain() {

@@ -88,6 +88,8 @@ endpoint::endpoint(domain& dom, const fi_info& info, void* context)
   cm = const_cast<fi_ops_cm*>(&cm_ops);
   msg = util::writable(util::msg_badstate);
   tagged = util::writable(util::tagged_badstate);
+  if (caps_ & FI_RMA) rma = const_cast<fi_ops_rma*>(rma_table(false));
+  if (caps_ & FI_ATOMIC) atomic = const_cast<fi_ops_atomic*>(atomic_table(false));
 }
 
 endpoint::~endpoint() {
@@ -300,6 +302,8 @@ int endpoint::enable() {
                                         : msg_table<util::null_lock>());
   tagged = const_cast<fi_ops_tagged*>(locked_ ? tagged_table<util::mutex_lock>()
                                               : tagged_table<util::null_lock>());
+  if (caps_ & FI_RMA) rma = const_cast<fi_ops_rma*>(rma_table(true));
+  if (caps_ & FI_ATOMIC) atomic = const_cast<fi_ops_atomic*>(atomic_table(true));
   enabled_ = true;
   return 0;
 }

@@ -164,10 +164,14 @@ class endpoint : public util::endpoint_object<endpoint> {
     return true;
   }
   util::srx& engine() noexcept { return *engine_; }
+  const std::vector<core_ep>& cores() const noexcept { return cores_; }
   uint64_t rx_op_flags() const noexcept { return rx_op_flags_; }
   bool locked() const noexcept { return locked_; }
   static const fi_provider* prov() noexcept { return &provider(); }
 
+  // RMA and atomics (rma.cpp): before fi_enable, and after.
+  static const fi_ops_rma* rma_table(bool enabled) noexcept;
+  static const fi_ops_atomic* atomic_table(bool enabled) noexcept;
   template <class Lock>
   static const fi_ops_msg* msg_table() noexcept;
   template <class Lock>

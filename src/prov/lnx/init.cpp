@@ -46,10 +46,10 @@ bool known_member(std::string_view p, proto::prov_id* id) {
 }
 
 // What lnx asks of every core: the peer interface, user ids as sources, and
-// the messages it carries. Receives are matched by lnx's engine, so the
-// cores' receive capabilities beyond FI_RECV do not matter.
+// the messages, RMA and atomics it carries. Receives are matched by lnx's
+// engine, so the cores' receive capabilities beyond FI_RECV do not matter.
 constexpr uint64_t core_caps =
-    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_PEER | FI_AV_USER_ID | FI_SOURCE;
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_PEER | FI_AV_USER_ID | FI_SOURCE | rma_caps;
 constexpr uint64_t any_tag_bits = 0xaaaaaaaaaaaaaaaaULL;  // all 64 bits match (tcp's reasoning)
 
 // Whether FI_PROVIDER names lnx (not as an exclusion).
@@ -89,6 +89,7 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   uint64_t caps = offered_caps;
   uint64_t tx_order = ~uint64_t{0}, rx_order = ~uint64_t{0};
   size_t inject = 0, tx_size = 0, rx_size = 0, tx_iov = 0, rx_iov = 0, max_msg = 0;
+  size_t rma_iov = 0, mr_iov = 0;
   size_t cq_data = 0, cq_cnt = 0, ep_cnt = 0, cntr_cnt = 0, mr_cnt = 0;
   std::string dom_name;
   for (size_t i = 0; i < infos.size(); ++i) {
@@ -104,6 +105,8 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
     tx_iov = min_nonzero(tx_iov, c.tx_attr->iov_limit);
     rx_iov = min_nonzero(rx_iov, c.rx_attr->iov_limit);
     max_msg = min_nonzero(max_msg, c.ep_attr->max_msg_size);
+    rma_iov = min_nonzero(rma_iov, c.tx_attr->rma_iov_limit);
+    mr_iov = min_nonzero(mr_iov, c.domain_attr->mr_iov_limit);
     cq_data = i ? std::min(cq_data, c.domain_attr->cq_data_size) : c.domain_attr->cq_data_size;
     cq_cnt = min_nonzero(cq_cnt, c.domain_attr->cq_cnt);
     ep_cnt = min_nonzero(ep_cnt, c.domain_attr->ep_cnt);
@@ -118,14 +121,16 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   t->mode = 0;
   t->addr_format = FI_FORMAT_UNSPEC;
   *t->tx_attr = fi_tx_attr{};
-  t->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_SEND);
+  t->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE);
+  t->tx_attr->rma_iov_limit = rma_iov;
   t->tx_attr->msg_order = tx_order;
   t->tx_attr->inject_size = inject;
   t->tx_attr->size = tx_size;
   t->tx_attr->iov_limit = tx_iov;
   *t->rx_attr = fi_rx_attr{};
-  t->rx_attr->caps =
-      caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV);
+  t->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV |
+                             FI_MULTI_RECV | FI_RMA | FI_ATOMIC | FI_REMOTE_READ |
+                             FI_REMOTE_WRITE);
   t->rx_attr->msg_order = rx_order;
   t->rx_attr->size = rx_size;
   t->rx_attr->iov_limit = std::min(rx_iov, util::srx_entry::max_iov);
@@ -142,7 +147,10 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   d.data_progress = FI_PROGRESS_MANUAL;
   d.resource_mgmt = FI_RM_ENABLED;
   d.av_type = FI_AV_UNSPEC;
-  d.mr_mode = 0;  // lnx takes no RMA yet: registrations are the application's own business
+  // Keys chosen by the application, RMA addresses as offsets: what lnx asks
+  // of its cores too (core_getinfo), so a key and an address mean the same
+  // to lnx and to whichever core carries the operation (mr.cpp).
+  d.mr_mode = 0;
   d.mr_key_size = sizeof(uint64_t);
   d.cq_data_size = cq_data;
   d.cq_cnt = cq_cnt;
@@ -152,7 +160,7 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   d.max_ep_tx_ctx = 1;
   d.max_ep_rx_ctx = 1;
   d.cntr_cnt = cntr_cnt;
-  d.mr_iov_limit = 1;
+  d.mr_iov_limit = mr_iov;
   d.mr_cnt = mr_cnt;
   d.caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
   d.max_cntr_value = UINT64_MAX;
@@ -246,8 +254,9 @@ int core_getinfo(const member& m, const fi_info* hints, fi_info** out) noexcept 
   h->caps = core_caps;
   h->ep_attr->type = FI_EP_RDM;
   h->domain_attr->av_type = FI_AV_TABLE;
-  // lnx hands its cores no descriptors yet: only cores that need no
-  // registration for messages are usable.
+  // lnx hands its cores no descriptors, and registers regions with them
+  // under its own keys at offsets (mr.cpp): only cores that take mr_mode 0
+  // are usable.
   h->domain_attr->mr_mode = 0;
   if (hints && hints->domain_attr) {
     h->domain_attr->threading = hints->domain_attr->threading;

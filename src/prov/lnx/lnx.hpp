@@ -15,6 +15,7 @@
 #pragma once
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/providers/fi_prov.h>
 
 #include <memory>
@@ -67,13 +68,20 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 
 // What lnx offers, where its cores carry it: the most an fi_info of lnx
 // may ask for.
+inline constexpr uint64_t rma_caps =
+    FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 inline constexpr uint64_t offered_caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
                                          FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM |
-                                         FI_REMOTE_COMM | FI_AV_USER_ID;
+                                         FI_REMOTE_COMM | FI_AV_USER_ID | rma_caps;
 
 // A core provider's fi_getinfo for what lnx needs of it (threading and
 // progress from `hints`, which may be null). The list is the caller's.
 int core_getinfo(const member& m, const fi_info* hints, fi_info** out) noexcept;
+
+// The domain's hooks for regions and atomics (mr.cpp, rma.cpp).
+int mr_attach(util::domain& d, util::mr& m, const fi_mr_attr& attr, uint64_t flags) noexcept;
+int query_atomic(util::domain& d, int datatype, int op, fi_atomic_attr* attr,
+                 uint64_t flags) noexcept;
 
 // A core's fabric and domain, opened for one lnx domain.
 struct core_domain {

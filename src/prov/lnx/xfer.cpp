@@ -7,29 +7,13 @@
 #include <rdma/fi_tagged.h>
 
 #include "core/log.hpp"
-#include "prov/lnx/ep.hpp"
+#include "prov/lnx/pass.hpp"
 
 namespace weft::lnx {
 
 namespace {
 
-constexpr uint64_t refused_tx_flags = FI_TRIGGER | FI_FENCE;
 constexpr uint64_t post_mask = FI_COMPLETION | FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD;
-
-ssize_t refuse_flags(const char* call, uint64_t flags) noexcept {
-  WEFT_WARN(&provider(), FI_LOG_EP_DATA, "%s: flags 0x%llx (FI_TRIGGER, FI_FENCE) are not offered",
-            call, static_cast<unsigned long long>(flags & refused_tx_flags));
-  return to_fi(errc::inval);
-}
-
-// The call `f` on the core endpoint and the core's fi_addr that reach `dest`.
-template <class F>
-WEFT_ALWAYS_INLINE ssize_t via(fid_ep* e, fi_addr_t dest, F&& f) noexcept {
-  fid_ep* c;
-  fi_addr_t a;
-  if (!endpoint::from(e)->route(dest, c, a)) return to_fi(errc::inval);
-  return f(c, a);
-}
 
 template <class Lock>
 struct lnx_ops {

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: MIT
+// weft — how lnx passes a transmit through to a core: the destination's
+// route names the core endpoint and the peer's fi_addr in that core's AV,
+// and the call is the same call there. Shared by messages (xfer.cpp) and
+// RMA and atomics (rma.cpp).
+#pragma once
+
+#include "core/log.hpp"
+#include "prov/lnx/ep.hpp"
+
+namespace weft::lnx {
+
+// Flags lnx does not carry on a transmit (*msg forms).
+inline constexpr uint64_t refused_tx_flags = FI_TRIGGER | FI_FENCE;
+
+inline ssize_t refuse_flags(const char* call, uint64_t flags) noexcept {
+  WEFT_WARN(&provider(), FI_LOG_EP_DATA, "%s: flags 0x%llx (FI_TRIGGER, FI_FENCE) are not offered",
+            call, static_cast<unsigned long long>(flags & refused_tx_flags));
+  return to_fi(errc::inval);
+}
+
+// The call `f` on the core endpoint and the core's fi_addr that reach `dest`.
+template <class F>
+WEFT_ALWAYS_INLINE ssize_t via(fid_ep* e, fi_addr_t dest, F&& f) noexcept {
+  fid_ep* c;
+  fi_addr_t a;
+  if (!endpoint::from(e)->route(dest, c, a)) return to_fi(errc::inval);
+  return f(c, a);
+}
+
+}  // namespace weft::lnx
