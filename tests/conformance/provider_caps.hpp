@@ -110,8 +110,27 @@ inline const caps_table shm_rdm_caps = {
     true,
 };
 
-inline const caps_table* const caps_tables[] = {&udp_dgram_caps, &udp_rdm_caps, &tcp_rdm_caps, &tcp_msg_caps,
-                                                &shm_rdm_caps};
+inline constexpr const char* lnx_not_yet =
+    "lnx does not carry it yet (issue 13; fi_lnx(7), docs/decisions.md)";
+
+inline const caps_table lnx_rdm_caps = {
+    "lnx",
+    FI_EP_RDM,
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV |
+        FI_AV_USER_ID | (rma_atomic_caps & ~uint64_t{FI_RMA_EVENT}),
+    8,
+    {
+        {FI_RMA_EVENT, lnx_not_yet},
+        {FI_FENCE, lnx_not_yet},
+        {FI_TRIGGER, lnx_not_yet},
+        {FI_NAMED_RX_CTX, sep_why},
+        {FI_SHARED_AV, "lnx AVs hold whole link addresses, not one process's shm names"},
+    },
+    false,
+};
+
+inline const caps_table* const caps_tables[] = {&udp_dgram_caps, &udp_rdm_caps, &tcp_rdm_caps,
+                                                &tcp_msg_caps,   &shm_rdm_caps, &lnx_rdm_caps};
 
 // The table of a configuration (threading and progress do not change what
 // a provider offers), or nullptr.

@@ -369,7 +369,7 @@ TEST_P(rma, every_mr_mode_a_client_asks_for_works) {
     fi_info* h = fi_dupinfo(hints);
     h->domain_attr->mr_mode = k.mode;
     fi_info* got = nullptr;
-    const bool ip = info->addr_format != FI_ADDR_STR;
+    const bool ip = is_ip_format(info->addr_format);
     ASSERT_EQ(fi_getinfo(k.version, ip ? "127.0.0.1" : nullptr, nullptr, ip ? FI_SOURCE : 0, h,
                          &got),
               0);

@@ -8,6 +8,7 @@
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "core/registry.hpp"
+#include "util/mr.hpp"
 #include "prov/lnx/ep.hpp"
 #include "prov/lnx/lnx.hpp"
 
@@ -108,6 +109,12 @@ int domain::open_cores(const fi_info& info) noexcept {
       core::free_info(list->next);
       list->next = nullptr;
     }
+    // RMA addresses mean the same to the core as to lnx (mr.cpp): virtual
+    // addresses where the lnx domain uses them (FI_MR_VIRT_ADDR, or the
+    // old FI_MR_BASIC an API 1.4 caller asked for), else offsets. Keys are
+    // always lnx's, given to the core as requested keys.
+    cd->info->domain_attr->mr_mode =
+        util::effective_mr_mode(info.domain_attr->mr_mode) & FI_MR_VIRT_ADDR;
     fi_provider* p = core::find_builtin_provider(m.prov);
     if (int ret = p->fabric(cd->info->fabric_attr, &cd->fabric, nullptr)) {
       WEFT_WARN(prov, FI_LOG_DOMAIN, "fi_domain: the %s fabric did not open: %s", m.prov.c_str(),

@@ -4,10 +4,12 @@
 // names, close. The data path is in xfer.cpp.
 #include "prov/lnx/ep.hpp"
 
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_eq.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -82,6 +84,9 @@ endpoint::endpoint(domain& dom, const fi_info& info, void* context)
       caps_(info.caps),
       tx_op_flags_(info.tx_attr ? info.tx_attr->op_flags : 0),
       rx_op_flags_(info.rx_attr ? info.rx_attr->op_flags : 0),
+      rx_size_(info.rx_attr ? info.rx_attr->size : 0),
+      max_msg_(info.ep_attr && info.ep_attr->max_msg_size ? info.ep_attr->max_msg_size : SIZE_MAX),
+      inject_size_(info.tx_attr ? info.tx_attr->inject_size : 0),
       // The engine is reached by the application and by every core's
       // progress: it locks unless the application serialises the domain.
       locked_(dom.lock_threading() != FI_THREAD_DOMAIN) {
@@ -146,7 +151,23 @@ int endpoint::open_cores(const fi_info& info) {
     }
     cores_.push_back(c);
   }
+  // Operand bytes per atomic: the smallest any core takes (fi_query_atomic
+  // on bytes, FI_UINT8, counts them).
+  atomic_bytes_ = SIZE_MAX;
+  for (core_ep& c : cores_) {
+    fi_atomic_attr a{};
+    if (fi_query_atomic(c.cd->domain, FI_UINT8, FI_SUM, &a, 0) == 0)
+      atomic_bytes_ = std::min(atomic_bytes_, a.count);
+    else
+      atomic_bytes_ = 0;
+  }
   return 0;
+}
+
+bool endpoint::refuse_size(size_t bytes, bool inject) const noexcept {
+  WEFT_WARN(&provider(), FI_LOG_EP_DATA, "%zu bytes: beyond the %s of %zu", bytes,
+            inject ? "inject_size" : "max_msg_size", inject ? inject_size_ : max_msg_);
+  return false;
 }
 
 int endpoint::close() {
@@ -169,8 +190,12 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
     return to_fi(errc::opbadstate);
   }
   if (!bfid) return to_fi(errc::inval);
-  if (bfid->fclass == FI_CLASS_SRX_CTX || bfid->fclass == FI_CLASS_STX_CTX) {
-    WEFT_WARN(p, FI_LOG_EP_CTRL, "lnx endpoints share no contexts (yet)");
+  // A shared transmit context is util's (checked and held by bound_): each
+  // lnx endpoint keeps its own core endpoints, as every weft provider keeps
+  // its own transmit machinery (util/stx_ctx.hpp). A shared receive context
+  // would need lnx's engine shared between endpoints: not yet.
+  if (bfid->fclass == FI_CLASS_SRX_CTX) {
+    WEFT_WARN(p, FI_LOG_EP_CTRL, "lnx endpoints share no receive contexts (yet)");
     return to_fi(errc::nosys);
   }
   util::progress_hook hook{&progress_thunk, this};
@@ -270,7 +295,7 @@ int endpoint::enable() {
   a.prov = p;
   a.rx_cq = bound_.rx_cq.get();
   a.threading = locked_ ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
-  a.size = 0;
+  a.size = rx_size_;  // fi_endpoint(3): more posted receives are -FI_EAGAIN
   a.min_multi_recv = min_multi_recv_;
   a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
   // Cores name senders by the lnx AV's reported values (routes), as

@@ -164,6 +164,15 @@ class endpoint : public util::endpoint_object<endpoint> {
     return true;
   }
   util::srx& engine() noexcept { return *engine_; }
+  // The limits lnx advertises (the smallest of its cores'), which it
+  // enforces itself: a core with larger ones would otherwise take more
+  // on one route than on the other. false (logged) when `bytes` is beyond.
+  WEFT_ALWAYS_INLINE bool fits(size_t bytes, bool inject) const noexcept {
+    if (bytes <= (inject ? inject_size_ : max_msg_)) [[likely]]
+      return true;
+    return refuse_size(bytes, inject);
+  }
+  size_t atomic_bytes() const noexcept { return atomic_bytes_; }
   const std::vector<core_ep>& cores() const noexcept { return cores_; }
   uint64_t rx_op_flags() const noexcept { return rx_op_flags_; }
   bool locked() const noexcept { return locked_; }
@@ -179,6 +188,7 @@ class endpoint : public util::endpoint_object<endpoint> {
 
  private:
   int open_cores(const fi_info& info);
+  bool refuse_size(size_t bytes, bool inject) const noexcept;
   int enable();
   int bind_cq(util::cq& c, uint64_t flags);
   int bind_cntr(util::cntr& c, uint64_t flags);
@@ -195,6 +205,8 @@ class endpoint : public util::endpoint_object<endpoint> {
   util::ref<domain> domain_;
   uint64_t caps_;
   uint64_t tx_op_flags_, rx_op_flags_;
+  size_t rx_size_, max_msg_, inject_size_;
+  size_t atomic_bytes_ = 0;  // operand bytes one atomic carries on every core
   const bool locked_;
   bool enabled_ = false;
   util::ep_bindings bound_;

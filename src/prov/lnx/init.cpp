@@ -159,6 +159,7 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   d.rx_ctx_cnt = ep_cnt;
   d.max_ep_tx_ctx = 1;
   d.max_ep_rx_ctx = 1;
+  d.max_ep_stx_ctx = ep_cnt;  // util's shared transmit context (util/stx_ctx.hpp)
   d.cntr_cnt = cntr_cnt;
   d.mr_iov_limit = mr_iov;
   d.mr_cnt = mr_cnt;
@@ -255,8 +256,9 @@ int core_getinfo(const member& m, const fi_info* hints, fi_info** out) noexcept 
   h->ep_attr->type = FI_EP_RDM;
   h->domain_attr->av_type = FI_AV_TABLE;
   // lnx hands its cores no descriptors, and registers regions with them
-  // under its own keys at offsets (mr.cpp): only cores that take mr_mode 0
-  // are usable.
+  // under its own keys (mr.cpp): only cores that need neither FI_MR_LOCAL
+  // nor FI_MR_PROV_KEY are usable (domain::open_cores sets the address
+  // form).
   h->domain_attr->mr_mode = 0;
   if (hints && hints->domain_attr) {
     h->domain_attr->threading = hints->domain_attr->threading;

@@ -7,6 +7,7 @@
 
 #include "core/log.hpp"
 #include "prov/lnx/ep.hpp"
+#include "util/iov.hpp"
 
 namespace weft::lnx {
 
@@ -26,6 +27,21 @@ WEFT_ALWAYS_INLINE ssize_t via(fid_ep* e, fi_addr_t dest, F&& f) noexcept {
   fi_addr_t a;
   if (!endpoint::from(e)->route(dest, c, a)) return to_fi(errc::inval);
   return f(c, a);
+}
+
+// `via`, for `bytes` of payload: beyond what lnx advertises (max_msg_size,
+// or inject_size for an inject) it is -FI_EMSGSIZE whichever core would
+// carry it.
+template <class F>
+WEFT_ALWAYS_INLINE ssize_t via_sized(fid_ep* e, fi_addr_t dest, size_t bytes, bool inject,
+                                     F&& f) noexcept {
+  if (!endpoint::from(e)->fits(bytes, inject)) [[unlikely]]
+    return to_fi(errc::msgsize);
+  return via(e, dest, f);
+}
+// The bytes of an iovec list (a null list counts none: the core refuses it).
+inline size_t total(const iovec* iov, size_t count) noexcept {
+  return iov ? util::iov_total(iov, count) : 0;
 }
 
 }  // namespace weft::lnx

@@ -10,6 +10,7 @@
 #include <rdma/fi_rma.h>
 
 #include "prov/lnx/pass.hpp"
+#include "util/atomic.hpp"
 #include "util/nosys.hpp"
 
 namespace weft::lnx {
@@ -20,12 +21,13 @@ namespace {
 
 ssize_t read(fid_ep* e, void* buf, size_t len, void*, fi_addr_t src, uint64_t addr, uint64_t key,
              void* ctx) noexcept {
-  return via(e, src,
-             [&](fid_ep* c, fi_addr_t a) { return fi_read(c, buf, len, nullptr, a, addr, key, ctx); });
+  return via_sized(e, src, len, false, [&](fid_ep* c, fi_addr_t a) {
+    return fi_read(c, buf, len, nullptr, a, addr, key, ctx);
+  });
 }
 ssize_t readv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t addr,
               uint64_t key, void* ctx) noexcept {
-  return via(e, src, [&](fid_ep* c, fi_addr_t a) {
+  return via_sized(e, src, total(iov, count), false, [&](fid_ep* c, fi_addr_t a) {
     return fi_readv(c, iov, nullptr, count, a, addr, key, ctx);
   });
 }
@@ -36,7 +38,8 @@ ssize_t rma_msg(fid_ep* e, const fi_msg_rma* m, uint64_t flags, const char* name
   if (!m) return to_fi(errc::inval);
   if (flags & refused_tx_flags) [[unlikely]]
     return refuse_flags(name, flags);
-  return via(e, m->addr, [&](fid_ep* c, fi_addr_t a) {
+  return via_sized(e, m->addr, total(m->msg_iov, m->iov_count), flags & FI_INJECT,
+                   [&](fid_ep* c, fi_addr_t a) {
     fi_msg_rma cm = *m;
     cm.addr = a;
     cm.desc = nullptr;
@@ -49,13 +52,13 @@ ssize_t readmsg(fid_ep* e, const fi_msg_rma* m, uint64_t flags) noexcept {
 }
 ssize_t write(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t addr,
               uint64_t key, void* ctx) noexcept {
-  return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
+  return via_sized(e, dest, len, false, [&](fid_ep* c, fi_addr_t a) {
     return fi_write(c, buf, len, nullptr, a, addr, key, ctx);
   });
 }
 ssize_t writev(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t addr,
                uint64_t key, void* ctx) noexcept {
-  return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
+  return via_sized(e, dest, total(iov, count), false, [&](fid_ep* c, fi_addr_t a) {
     return fi_writev(c, iov, nullptr, count, a, addr, key, ctx);
   });
 }
@@ -65,18 +68,18 @@ ssize_t writemsg(fid_ep* e, const fi_msg_rma* m, uint64_t flags) noexcept {
 }
 ssize_t inject_write(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
                      uint64_t key) noexcept {
-  return via(e, dest,
-             [&](fid_ep* c, fi_addr_t a) { return fi_inject_write(c, buf, len, a, addr, key); });
+  return via_sized(e, dest, len, true,
+                   [&](fid_ep* c, fi_addr_t a) { return fi_inject_write(c, buf, len, a, addr, key); });
 }
 ssize_t writedata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
                   uint64_t addr, uint64_t key, void* ctx) noexcept {
-  return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
+  return via_sized(e, dest, len, false, [&](fid_ep* c, fi_addr_t a) {
     return fi_writedata(c, buf, len, nullptr, data, a, addr, key, ctx);
   });
 }
 ssize_t inject_writedata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                          uint64_t addr, uint64_t key) noexcept {
-  return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
+  return via_sized(e, dest, len, true, [&](fid_ep* c, fi_addr_t a) {
     return fi_inject_writedata(c, buf, len, data, a, addr, key);
   });
 }
@@ -96,6 +99,27 @@ constexpr fi_ops_rma rma_ops = {
 
 // ---- fi_ops_atomic ----
 
+// `elements` of `dt`: beyond the operand bytes every core takes (or the
+// inject size), -FI_EMSGSIZE whichever core would carry it.
+bool atomic_fits(fid_ep* e, size_t elements, fi_datatype dt, bool inject) noexcept {
+  size_t each = util::atomic_type_size(dt);
+  if (!each) return true;  // the core refuses the datatype itself
+  size_t bytes = elements * each;
+  const endpoint* ep = endpoint::from(e);
+  if (bytes <= ep->atomic_bytes() && (!inject || ep->fits(bytes, true))) [[likely]]
+    return true;
+  WEFT_WARN(&provider(), FI_LOG_EP_DATA, "atomic of %zu elements (%zu bytes): beyond the %zu "
+            "bytes of operand every core takes", elements, bytes, ep->atomic_bytes());
+  return false;
+}
+size_t elements(const fi_ioc* v, size_t n) noexcept {
+  size_t c = 0;
+  for (size_t i = 0; v && i < n; ++i) c += v[i].count;
+  return c;
+}
+#define LNX_ATOMIC_FITS(e, n, dt, inject) \
+  if (!atomic_fits(e, n, dt, inject)) [[unlikely]] return to_fi(errc::msgsize)
+
 // Descriptor arrays the cores are given: none (nullptr is "no descriptors").
 template <class Call>
 ssize_t atomic_msg(fid_ep* e, const fi_msg_atomic* m, uint64_t flags, const char* name,
@@ -103,6 +127,7 @@ ssize_t atomic_msg(fid_ep* e, const fi_msg_atomic* m, uint64_t flags, const char
   if (!m) return to_fi(errc::inval);
   if (flags & refused_tx_flags) [[unlikely]]
     return refuse_flags(name, flags);
+  LNX_ATOMIC_FITS(e, elements(m->msg_iov, m->iov_count), m->datatype, flags & FI_INJECT);
   return via(e, m->addr, [&](fid_ep* c, fi_addr_t a) {
     fi_msg_atomic cm = *m;
     cm.addr = a;
@@ -113,12 +138,14 @@ ssize_t atomic_msg(fid_ep* e, const fi_msg_atomic* m, uint64_t flags, const char
 
 ssize_t awrite(fid_ep* e, const void* buf, size_t count, void*, fi_addr_t dest, uint64_t addr,
                uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
+  LNX_ATOMIC_FITS(e, count, dt, false);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_atomic(c, buf, count, nullptr, a, addr, key, dt, op, ctx);
   });
 }
 ssize_t awritev(fid_ep* e, const fi_ioc* iov, void**, size_t count, fi_addr_t dest,
                 uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
+  LNX_ATOMIC_FITS(e, elements(iov, count), dt, false);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_atomicv(c, iov, nullptr, count, a, addr, key, dt, op, ctx);
   });
@@ -130,6 +157,7 @@ ssize_t awritemsg(fid_ep* e, const fi_msg_atomic* m, uint64_t flags) noexcept {
 }
 ssize_t ainject(fid_ep* e, const void* buf, size_t count, fi_addr_t dest, uint64_t addr,
                 uint64_t key, fi_datatype dt, fi_op op) noexcept {
+  LNX_ATOMIC_FITS(e, count, dt, true);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_inject_atomic(c, buf, count, a, addr, key, dt, op);
   });
@@ -137,6 +165,7 @@ ssize_t ainject(fid_ep* e, const void* buf, size_t count, fi_addr_t dest, uint64
 ssize_t areadwrite(fid_ep* e, const void* buf, size_t count, void*, void* res, void*,
                    fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op,
                    void* ctx) noexcept {
+  LNX_ATOMIC_FITS(e, count, dt, false);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_fetch_atomic(c, buf, count, nullptr, res, nullptr, a, addr, key, dt, op, ctx);
   });
@@ -144,6 +173,7 @@ ssize_t areadwrite(fid_ep* e, const void* buf, size_t count, void*, void* res, v
 ssize_t areadwritev(fid_ep* e, const fi_ioc* iov, void**, size_t count, fi_ioc* res, void**,
                     size_t res_count, fi_addr_t dest, uint64_t addr, uint64_t key,
                     fi_datatype dt, fi_op op, void* ctx) noexcept {
+  LNX_ATOMIC_FITS(e, elements(iov, count), dt, false);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_fetch_atomicv(c, iov, nullptr, count, res, nullptr, res_count, a, addr, key, dt, op,
                             ctx);
@@ -158,6 +188,7 @@ ssize_t areadwritemsg(fid_ep* e, const fi_msg_atomic* m, fi_ioc* res, void**, si
 ssize_t acompwrite(fid_ep* e, const void* buf, size_t count, void*, const void* cmp, void*,
                    void* res, void*, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt,
                    fi_op op, void* ctx) noexcept {
+  LNX_ATOMIC_FITS(e, count, dt, false);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_compare_atomic(c, buf, count, nullptr, cmp, nullptr, res, nullptr, a, addr, key, dt,
                              op, ctx);
@@ -167,6 +198,7 @@ ssize_t acompwritev(fid_ep* e, const fi_ioc* iov, void**, size_t count, const fi
                     void**, size_t cmp_count, fi_ioc* res, void**, size_t res_count,
                     fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op,
                     void* ctx) noexcept {
+  LNX_ATOMIC_FITS(e, elements(iov, count), dt, false);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_compare_atomicv(c, iov, nullptr, count, cmp, nullptr, cmp_count, res, nullptr,
                               res_count, a, addr, key, dt, op, ctx);

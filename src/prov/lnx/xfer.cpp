@@ -22,19 +22,21 @@ struct lnx_ops {
   // ---- sends: passed through ----
   static ssize_t send(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest,
                       void* ctx) noexcept {
-    return via(e, dest,
-               [&](fid_ep* c, fi_addr_t a) { return fi_send(c, buf, len, nullptr, a, ctx); });
+    return via_sized(e, dest, len, false,
+                     [&](fid_ep* c, fi_addr_t a) { return fi_send(c, buf, len, nullptr, a, ctx); });
   }
   static ssize_t sendv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dest,
                        void* ctx) noexcept {
-    return via(e, dest,
-               [&](fid_ep* c, fi_addr_t a) { return fi_sendv(c, iov, nullptr, count, a, ctx); });
+    return via_sized(e, dest, total(iov, count), false, [&](fid_ep* c, fi_addr_t a) {
+      return fi_sendv(c, iov, nullptr, count, a, ctx);
+    });
   }
   static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
     if (flags & refused_tx_flags) [[unlikely]]
       return refuse_flags("fi_sendmsg", flags);
-    return via(e, m->addr, [&](fid_ep* c, fi_addr_t a) {
+    return via_sized(e, m->addr, total(m->msg_iov, m->iov_count), flags & FI_INJECT,
+                     [&](fid_ep* c, fi_addr_t a) {
       fi_msg cm = *m;
       cm.addr = a;
       cm.desc = nullptr;
@@ -42,27 +44,29 @@ struct lnx_ops {
     });
   }
   static ssize_t inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest) noexcept {
-    return via(e, dest, [&](fid_ep* c, fi_addr_t a) { return fi_inject(c, buf, len, a); });
+    return via_sized(e, dest, len, true,
+                     [&](fid_ep* c, fi_addr_t a) { return fi_inject(c, buf, len, a); });
   }
   static ssize_t senddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data,
                           fi_addr_t dest, void* ctx) noexcept {
-    return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
+    return via_sized(e, dest, len, false, [&](fid_ep* c, fi_addr_t a) {
       return fi_senddata(c, buf, len, nullptr, data, a, ctx);
     });
   }
   static ssize_t injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data,
                             fi_addr_t dest) noexcept {
-    return via(e, dest,
-               [&](fid_ep* c, fi_addr_t a) { return fi_injectdata(c, buf, len, data, a); });
+    return via_sized(e, dest, len, true,
+                     [&](fid_ep* c, fi_addr_t a) { return fi_injectdata(c, buf, len, data, a); });
   }
   static ssize_t tsend(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t tag,
                        void* ctx) noexcept {
-    return via(e, dest,
-               [&](fid_ep* c, fi_addr_t a) { return fi_tsend(c, buf, len, nullptr, a, tag, ctx); });
+    return via_sized(e, dest, len, false, [&](fid_ep* c, fi_addr_t a) {
+      return fi_tsend(c, buf, len, nullptr, a, tag, ctx);
+    });
   }
   static ssize_t tsendv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dest,
                         uint64_t tag, void* ctx) noexcept {
-    return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
+    return via_sized(e, dest, total(iov, count), false, [&](fid_ep* c, fi_addr_t a) {
       return fi_tsendv(c, iov, nullptr, count, a, tag, ctx);
     });
   }
@@ -70,7 +74,8 @@ struct lnx_ops {
     if (!m) return to_fi(errc::inval);
     if (flags & refused_tx_flags) [[unlikely]]
       return refuse_flags("fi_tsendmsg", flags);
-    return via(e, m->addr, [&](fid_ep* c, fi_addr_t a) {
+    return via_sized(e, m->addr, total(m->msg_iov, m->iov_count), flags & FI_INJECT,
+                     [&](fid_ep* c, fi_addr_t a) {
       fi_msg_tagged cm = *m;
       cm.addr = a;
       cm.desc = nullptr;
@@ -79,18 +84,20 @@ struct lnx_ops {
   }
   static ssize_t tinject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest,
                          uint64_t tag) noexcept {
-    return via(e, dest, [&](fid_ep* c, fi_addr_t a) { return fi_tinject(c, buf, len, a, tag); });
+    return via_sized(e, dest, len, true,
+                     [&](fid_ep* c, fi_addr_t a) { return fi_tinject(c, buf, len, a, tag); });
   }
   static ssize_t tsenddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data,
                            fi_addr_t dest, uint64_t tag, void* ctx) noexcept {
-    return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
+    return via_sized(e, dest, len, false, [&](fid_ep* c, fi_addr_t a) {
       return fi_tsenddata(c, buf, len, nullptr, data, a, tag, ctx);
     });
   }
   static ssize_t tinjectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                              uint64_t tag) noexcept {
-    return via(e, dest,
-               [&](fid_ep* c, fi_addr_t a) { return fi_tinjectdata(c, buf, len, data, a, tag); });
+    return via_sized(e, dest, len, true, [&](fid_ep* c, fi_addr_t a) {
+      return fi_tinjectdata(c, buf, len, data, a, tag);
+    });
   }
 
   // ---- receives: into the engine ----
