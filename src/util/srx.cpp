@@ -65,7 +65,7 @@ srx::srx(const srx_attr& a)
       serialized_(a.serialized),
       pool_(a.chunk) {
   // Posted receives never wait on the allocator; unexpected ones grow the pool.
-  if (a.size) pool_.grow(std::min(a.size, max_prealloc));
+  if (a.size && a.prealloc) pool_.grow(std::min(a.size, max_prealloc));
 }
 
 srx::~srx() = default;

@@ -187,6 +187,10 @@ struct srx_attr {
   cq* rx_cq = nullptr;                        // for peek, claim-discard and cancel completions
   fi_threading threading = FI_THREAD_DOMAIN;  // picks the peer faces' lock policy
   size_t size = 0;                            // most receives posted at once; 0: no limit
+  // Entries for `size` receives made at construction (up to a bound), so
+  // posting never allocates; false: grown in chunks as used (an engine of
+  // many, each of which may never be used: lnx endpoints).
+  bool prealloc = true;
   size_t min_multi_recv = 64;                 // FI_OPT_MIN_MULTI_RECV
   bool directed_recv = false;                 // FI_DIRECTED_RECV: honour a receive's src_addr
   // The AV whose addresses receives name. Messages arrive named as

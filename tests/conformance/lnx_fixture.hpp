@@ -5,8 +5,8 @@
 //
 // Endpoints of one process are on one host, so lnx carries their traffic
 // through shm. To exercise tcp as well, a test inserts a peer's address a
-// second time with its host identity changed (proto.hpp: the 8 bytes at
-// offset 8): the inserting endpoint then believes the peer is on another
+// second time with its host identity changed (proto.hpp: the 6 bytes at
+// offset 2): the inserting endpoint then believes the peer is on another
 // host and reaches it through tcp, under another fi_addr. Which provider a
 // route takes is read from lnx's FI_LOG_INFO line "fi_addr N: through P".
 #pragma once
@@ -29,7 +29,8 @@
 
 namespace conformance {
 
-inline constexpr size_t addr_bytes = 128;  // every lnx address (fi_lnx(7))
+inline constexpr size_t addr_bytes = 64;
+inline constexpr size_t host_byte = 2;  // a byte of the host identity (proto.hpp)  // every lnx address (fi_lnx(7)): FI_NAME_MAX
 
 inline fi_info* lnx_hints(fi_threading t) {
   fi_info* h = fi_allocinfo();
@@ -104,7 +105,7 @@ class lnx : public ::testing::TestWithParam<fi_threading> {
   // Inserts e's address; `remote`: as if e were on another host.
   fi_addr_t insert(const lnx_ep& e, bool remote = false, fid_av* into = nullptr) {
     std::vector<uint8_t> a = e.name;
-    if (remote) a[8] ^= 0x5a;
+    if (remote) a[host_byte] ^= 0x5a;
     fi_addr_t fa = FI_ADDR_NOTAVAIL;
     EXPECT_EQ(fi_av_insert(into ? into : av, a.data(), 1, &fa, 0, nullptr), 1);
     return fa;

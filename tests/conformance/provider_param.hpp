@@ -59,6 +59,8 @@ inline const config all_configs[] = {
     {"shm", FI_EP_RDM, FI_THREAD_SAFE},
     {"shm", FI_EP_RDM, FI_THREAD_COMPLETION},
     {"shm", FI_EP_RDM, FI_THREAD_DOMAIN, FI_PROGRESS_AUTO},
+    {"lnx", FI_EP_RDM, FI_THREAD_DOMAIN},
+    {"lnx", FI_EP_RDM, FI_THREAD_SAFE},
 };
 
 // Connection-oriented configurations (test_cm.cpp: a passive endpoint, an

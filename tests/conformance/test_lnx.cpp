@@ -248,7 +248,7 @@ TEST_P(lnx, user_ids_name_senders_through_both_providers) {
     fi_addr_t b_near = insert(b), b_far = insert(b, true);
     fi_addr_t from[2] = {0x1111, 0x2222};  // a as b's AV knows it: near, far
     std::vector<uint8_t> far_name = a.name;
-    far_name[8] ^= 0x5a;
+    far_name[host_byte] ^= 0x5a;
     ASSERT_EQ(fi_av_insert(ids, a.name.data(), 1, &from[0], FI_AV_USER_ID, nullptr), 1);
     ASSERT_EQ(fi_av_insert(ids, far_name.data(), 1, &from[1], FI_AV_USER_ID, nullptr), 1);
     // The fi_addrs the user ids stand for: 0 and 1, in insertion order.
@@ -459,18 +459,16 @@ TEST_P(lnx, hostile_addresses_are_refused_and_nothing_is_inserted) {
     const char* what;
     void (*mangle)(std::vector<uint8_t>&);
   } cases[] = {
-      {"bad magic", [](std::vector<uint8_t>& v) { v[0] ^= 0xff; }},
-      {"unknown version", [](std::vector<uint8_t>& v) { v[4] = 99; }},
-      {"no parts", [](std::vector<uint8_t>& v) { v[5] = 0; }},
-      {"more parts than the address holds", [](std::vector<uint8_t>& v) { v[5] = 4; }},
-      {"length beyond the address", [](std::vector<uint8_t>& v) { v[6] = 0xff, v[7] = 0x7f; }},
-      {"truncated length", [](std::vector<uint8_t>& v) { v[6] = 20, v[7] = 0; }},
-      {"unknown provider", [](std::vector<uint8_t>& v) { v[16] = 77; }},
-      {"part longer than the address", [](std::vector<uint8_t>& v) { v[18] = 0xff; }},
+      {"bad marker", [](std::vector<uint8_t>& v) { v[0] ^= 0xff; }},
+      {"unknown version", [](std::vector<uint8_t>& v) { v[1] = 99; }},
+      {"no parts", [](std::vector<uint8_t>& v) { std::fill(v.begin() + 8, v.end(), 0); }},
+      {"unknown provider", [](std::vector<uint8_t>& v) { v[8] &= 0x3f; }},
+      {"part longer than the address", [](std::vector<uint8_t>& v) { v[8] |= 0x3f; }},
+      {"bytes after the parts", [](std::vector<uint8_t>& v) { v[63] = 1; }},
       {"a provider twice", [](std::vector<uint8_t>& v) {
          // The second part's provider becomes the first's.
-         size_t first_len = v[18] | v[19] << 8;
-         v[16 + 4 + ((first_len + 3) & ~size_t{3})] = v[16];
+         size_t second = 8 + 1 + (v[8] & 0x3f);
+         v[second] = static_cast<uint8_t>((v[8] & 0xc0) | (v[second] & 0x3f));
        }},
   };
   fid_av* fresh = nullptr;

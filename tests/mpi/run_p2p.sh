@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
-# Open MPI's point-to-point path (pml cm, mtl ofi) on weft's tcp provider:
-# builds p2p.c with mpicc and runs it on 2 and 4 ranks of this machine.
-# Usage: run_p2p.sh <weft library dir>
+# Open MPI's point-to-point path (pml cm, mtl ofi) on weft's tcp provider,
+# or on lnx: builds p2p.c with mpicc and runs it on 2 and 4 ranks of this
+# machine.
+#   tcp: FI_PROVIDER=tcp, and Open MPI's exclusion of tcp lifted.
+#   lnx: nothing forced. FI_LNX_PROV_LINKS=shm+tcp:lo offers the link to
+#        every caller, and Open MPI, with its default exclude list (shm,
+#        tcp, udp, ...), must pick lnx by itself; every rank's peers must be
+#        reached through shm.
+# Usage: run_p2p.sh <weft library dir> [tcp|lnx]
 set -u
-lib=${1:?usage: run_p2p.sh <weft library dir>}
+lib=${1:?usage: run_p2p.sh <weft library dir> [tcp|lnx]}
+prov=${2:-tcp}
+case $prov in
+  tcp) path=(--mca mtl_ofi_provider_exclude "" -x FI_PROVIDER=tcp) ;;
+  lnx) path=(-x FI_LNX_PROV_LINKS=shm+tcp:lo) ;;
+  *) echo "FAIL: unknown provider $prov"; exit 1 ;;
+esac
 for tool in mpicc mpirun; do
   command -v $tool >/dev/null 2>&1 || {
     echo "SKIP: $tool not found (apt-get install openmpi-bin libopenmpi-dev)"; exit 77; }
@@ -56,10 +68,10 @@ run() { # ranks
   # second transport behind the test's back. A session directory of its own:
   # two mpiruns started together otherwise race to create the same one.
   timeout -k 10 300 mpirun --allow-run-as-root --oversubscribe -np "$n" \
-    --mca orte_tmpdir_base "$tmp" --bind-to none --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_exclude "" \
+    --mca orte_tmpdir_base "$tmp" --bind-to none --mca pml cm --mca mtl ofi \
     --mca btl self --mca osc '^ucx' --mca mpi_yield_when_idle 1 \
-    --mca mtl_base_verbose 10 \
-    -x FI_PROVIDER=tcp -x LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    --mca mtl_base_verbose 10 "${path[@]}" \
+    -x LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     -x WEFT_LIB_DIR="$lib" -x FI_LOG_LEVEL=info "${sanitizer[@]}" \
     "$tmp/p2p" </dev/null >"$out" 2>&1
   rc=$?
@@ -73,13 +85,25 @@ run() { # ranks
   [ $rc -eq 0 ] || { echo "FAIL: $n ranks exited with $rc"; return 1; }
   grep -q "p2p: all passed on $n ranks" "$out" || { echo "FAIL: $n ranks did not finish"; return 1; }
   # Open MPI's word that every rank runs the OFI mtl, and weft's (its log
-  # lines start with "weft:<pid>:") that every rank offered tcp alone.
-  local selected tcp_only
+  # lines start with "weft:<pid>:") that every rank offered tcp alone, or
+  # that every rank chose lnx and reached its peers through shm.
+  local selected ours
   selected=$(grep -c 'select: component ofi selected' "$out")
-  tcp_only=$(grep -E '^weft:[0-9]+:core:.*excluded by FI_PROVIDER' "$out" |
-    cut -d: -f2 | sort -u | wc -l)
   [ "$selected" -eq "$n" ] || { echo "FAIL: mtl ofi selected on $selected of $n ranks"; return 1; }
-  [ "$tcp_only" -eq "$n" ] || { echo "FAIL: weft's tcp-only line seen from $tcp_only of $n ranks"; return 1; }
+  if [ "$prov" = tcp ]; then
+    ours=$(grep -E '^weft:[0-9]+:core:.*excluded by FI_PROVIDER' "$out" |
+      cut -d: -f2 | sort -u | wc -l)
+    [ "$ours" -eq "$n" ] || { echo "FAIL: weft's tcp-only line seen from $ours of $n ranks"; return 1; }
+  else
+    local chose
+    chose=$(grep -c 'mtl:ofi:provider: shm+tcp:lo' "$out")
+    [ "$chose" -eq "$n" ] || { echo "FAIL: Open MPI chose lnx on $chose of $n ranks"; return 1; }
+    ours=$(grep -E '^weft:[0-9]+:lnx:.*through shm' "$out" | cut -d: -f2 | sort -u | wc -l)
+    [ "$ours" -eq "$n" ] || { echo "FAIL: routes through shm seen from $ours of $n ranks"; return 1; }
+    if grep -qE '^weft:[0-9]+:lnx:.*through tcp' "$out"; then
+      echo "FAIL: a peer on this host was reached through tcp"; return 1
+    fi
+  fi
   if grep -q '^libfabric:[0-9]*:' "$out"; then
     echo "FAIL: another libfabric logged:"; grep '^libfabric:' "$out" | head -5; return 1
   fi
@@ -88,5 +112,5 @@ run() { # ranks
 fail=0
 run 2 || fail=1
 run 4 || fail=1
-[ $fail -eq 0 ] && echo "p2p: passed on 2 and 4 ranks"
+[ $fail -eq 0 ] && echo "p2p ($prov): passed on 2 and 4 ranks"
 exit $fail

@@ -58,10 +58,9 @@ int codec_encode(const void* addr, uint8_t* entry) noexcept {
   part parts[proto::max_parts];
   size_t n = 0;
   if (!read_address(static_cast<const uint8_t*>(addr), h, parts, &n)) return to_fi(errc::inval);
-  // Bytes past `length` are not part of the address: stored as zeroes, so
+  // read_address checked that the bytes past the parts are zeroes, so
   // equal addresses are equal entries.
-  std::memset(entry, 0, proto::addr_bytes);
-  std::memcpy(entry, addr, h.length);
+  std::memcpy(entry, addr, proto::addr_bytes);
   return 0;
 }
 
@@ -92,8 +91,9 @@ size_t codec_straddr(const void* addr, char* buf, size_t len) noexcept {
   size_t n = 0;
   if (!addr || !read_address(static_cast<const uint8_t*>(addr), h, parts, &n)) return 0;
   char out[96];
-  int w =
-      std::snprintf(out, sizeof out, "fi_lnx://%016llx/", static_cast<unsigned long long>(h.host));
+  uint64_t host = 0;
+  std::memcpy(&host, h.host, sizeof h.host);
+  int w = std::snprintf(out, sizeof out, "fi_lnx://%012llx/", static_cast<unsigned long long>(host));
   for (size_t i = 0; i < n && w > 0 && static_cast<size_t>(w) < sizeof out; ++i)
     w += std::snprintf(out + w, sizeof out - static_cast<size_t>(w), "%s%s", i ? "+" : "",
                        prov_name(parts[i].id));
@@ -113,7 +113,7 @@ uint32_t codec_hash(const uint8_t* entry) noexcept {
 const util::av_codec the_codec = {
     .addr_format = FI_FORMAT_UNSPEC,
     .entry_size = proto::addr_bytes,
-    .live_offset = offsetof(proto::addr_header, length),
+    .live_offset = offsetof(proto::addr_header, marker),  // marker and version: never 0
     .max_addrlen = proto::addr_bytes,
     .stride = codec_stride,
     .encode = codec_encode,
@@ -139,28 +139,38 @@ const util::av_codec& codec() noexcept {
   return the_codec;
 }
 
+void host_bytes(uint8_t out[6]) noexcept {
+  uint64_t h = host_identity();
+  std::memcpy(out, &h, 6);
+}
+
+bool same_host(const proto::addr_header& h) noexcept {
+  uint8_t ours[6];
+  host_bytes(ours);
+  return std::memcmp(h.host, ours, sizeof ours) == 0;
+}
+
 bool read_address(const uint8_t* a, proto::addr_header& h, part* parts, size_t* n) noexcept {
   std::memcpy(&h, a, sizeof h);
-  if (h.magic != proto::magic || h.version != proto::version) return false;
-  if (h.parts == 0 || h.parts > proto::max_parts) return false;
-  if (h.length < sizeof h + sizeof(proto::part_header) || h.length > proto::addr_bytes)
-    return false;
-  size_t off = sizeof h;
+  if (h.marker != proto::marker || h.version != proto::version) return false;
+  size_t off = sizeof h, k = 0;
   uint32_t seen = 0;
-  for (size_t i = 0; i < h.parts; ++i) {
-    proto::part_header p;
-    if (off + sizeof p > h.length) return false;
-    std::memcpy(&p, a + off, sizeof p);
-    off += sizeof p;
-    if (p.prov == 0 || p.prov > proto::max_prov_id || p.reserved) return false;
-    if (seen & (1u << p.prov)) return false;  // one part per provider
-    seen |= 1u << p.prov;
-    if (p.len == 0 || p.len > proto::max_part_len || off + p.len > h.length) return false;
-    parts[i] = {static_cast<proto::prov_id>(p.prov), a + off, p.len};
-    off += proto::pad4(p.len);
+  // Parts until a zero byte where the next would start, or the end.
+  while (off < proto::addr_bytes && a[off] != 0) {
+    uint8_t b = a[off++];
+    unsigned prov = proto::part_prov(b);
+    size_t len = proto::part_len(b);
+    if (prov == 0 || len == 0 || off + len > proto::addr_bytes) return false;
+    if (seen & (1u << prov)) return false;  // one part per provider
+    seen |= 1u << prov;
+    if (k == proto::max_parts) return false;
+    parts[k++] = {static_cast<proto::prov_id>(prov), a + off, len};
+    off += len;
   }
-  if (off != h.length) return false;  // length ends the last part's padding
-  *n = h.parts;
+  if (k == 0) return false;
+  for (; off < proto::addr_bytes; ++off)
+    if (a[off]) return false;  // only zeroes after the parts
+  *n = k;
   return true;
 }
 

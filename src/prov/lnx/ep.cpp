@@ -216,7 +216,9 @@ int endpoint::bind_cq(util::cq& q, uint64_t flags) {
   for (core_ep& c : cores_) {
     fi_cq_attr a{};
     a.format = FI_CQ_FORMAT_TAGGED;
-    a.size = 1024;
+    // Completions go straight to the lnx CQ; this ring holds only those a
+    // full lnx CQ refused, and when it fills the core holds back.
+    a.size = 64;
     a.flags = FI_PEER;
     a.wait_obj = q.waiter() ? FI_WAIT_FD : FI_WAIT_NONE;
     fid_cq* core_cq = nullptr;
@@ -296,6 +298,7 @@ int endpoint::enable() {
   a.rx_cq = bound_.rx_cq.get();
   a.threading = locked_ ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
   a.size = rx_size_;  // fi_endpoint(3): more posted receives are -FI_EAGAIN
+  a.prealloc = false;  // an idle endpoint costs little (its cores cost already)
   a.min_multi_recv = min_multi_recv_;
   a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
   // Cores name senders by the lnx AV's reported values (routes), as
@@ -320,6 +323,11 @@ int endpoint::enable() {
     }
     c.addrlen = len;
   }
+  // The address must hold every core's (64 bytes, proto.hpp): found out
+  // here rather than by the application's first fi_getname.
+  uint8_t name[proto::addr_bytes];
+  size_t name_len = sizeof name;
+  if (int ret = getname(name, &name_len)) return ret;
   bound_.av_->watch(this, &av_changed);
   watching_ = true;
   resync(false);
@@ -385,7 +393,7 @@ uint64_t endpoint::resolve(fi_addr_t a) noexcept {
   for (int pass = 0; pass < 2 && !use; ++pass) {
     for (size_t i = 0; i < n && !use; ++i) {
       bool shm = parts[i].id == proto::prov_id::shm;
-      if (pass == 0 && !(shm && h.host == host_identity())) continue;
+      if (pass == 0 && !(shm && same_host(h))) continue;
       if (pass == 1 && shm) continue;
       for (size_t k = 0; k < cores_.size(); ++k)
         if (cores_[k].cd->m.id == parts[i].id) {
@@ -401,13 +409,13 @@ uint64_t endpoint::resolve(fi_addr_t a) noexcept {
     return 0;
   }
   core_ep& c = cores_[core];
-  if (use->len > c.addrlen) {
-    WEFT_WARN(p, FI_LOG_AV, "fi_addr %llu: its %s address is %zu bytes, ours %zu",
-              static_cast<unsigned long long>(a), core_name(c), use->len, c.addrlen);
+  std::vector<uint8_t> buf(c.addrlen, 0);
+  if (!decode_part(c.cd->info->addr_format, core_name(c), use->bytes, use->len, buf.data(),
+                   buf.size())) {
+    WEFT_WARN(p, FI_LOG_AV, "fi_addr %llu: its %s address (%zu bytes) is not one our %s takes",
+              static_cast<unsigned long long>(a), core_name(c), use->len, core_name(c));
     return 0;
   }
-  std::vector<uint8_t> buf(c.addrlen, 0);
-  std::memcpy(buf.data(), use->bytes, use->len);
   fi_addr_t id = av->report(a);
   if (fi_av_insert(c.av, buf.data(), 1, &id, FI_AV_USER_ID, nullptr) != 1) {
     WEFT_WARN(p, FI_LOG_AV, "fi_addr %llu: the %s AV refused the peer's address",
@@ -461,10 +469,12 @@ void endpoint::resync(bool inserted_only) noexcept {
   // After inserts only: the new indices, and the holes removals left below.
   size_t from = inserted_only && !holes_ ? scanned_ : 0;
   size_t holes = 0;
+  std::vector<fi_addr_t> gone;  // the names removed peers had
   for (size_t a = from; a < bound; ++a) {
     uint64_t r = routes_.get(a);
     bool live = av->entry(a) != nullptr;
     if (r && (!live || (!inserted_only && (a >= sigs_.size() || sigs_[a] != signature(a))))) {
+      if (a < ids_.size()) gone.push_back(ids_[a]);
       unroute(a);
       r = 0;
     }
@@ -486,6 +496,20 @@ void endpoint::resync(bool inserted_only) noexcept {
   else
     holes_ += holes;
   scanned_ = bound;
+  // Messages queued from a removed peer are from an unknown source again
+  // (fi_av(3)); the cores cannot say so to lnx's engine (fi_peer(3) has no
+  // such call), so lnx relabels them itself. Inserting the peer again
+  // names them once more through the cores' foreach_unspec_addr.
+  if (!gone.empty() && engine_) {
+    auto source = [&](fi_peer_rx_entry* e) {
+      return std::find(gone.begin(), gone.end(), e->addr) != gone.end() ? FI_ADDR_NOTAVAIL
+                                                                          : e->addr;
+    };
+    if (locked_)
+      engine_->relabel<util::mutex_lock>(source, true);
+    else
+      engine_->relabel<util::null_lock>(source, true);
+  }
 }
 
 // ---- the rest of the endpoint ---------------------------------------------------
@@ -527,31 +551,32 @@ int endpoint::getname(void* addr, size_t* addrlen) {
     return to_fi(errc::toosmall);
   }
   uint8_t out[proto::addr_bytes] = {};
-  proto::addr_header h{proto::magic, proto::version, 0, 0, host_identity()};
+  proto::addr_header h{proto::marker, proto::version, {}};
+  host_bytes(h.host);
+  std::memcpy(out, &h, sizeof h);
   size_t off = sizeof h;
   for (core_ep& c : cores_) {
-    uint8_t name[proto::max_part_len + 1];
+    uint8_t name[256];
     size_t len = sizeof name;
     int ret = fi_getname(&c.ep->fid, name, &len);
-    if (ret == -FI_ETOOSMALL || len > proto::max_part_len) {
+    if (ret == -FI_ETOOSMALL) {
       WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_getname: the %s address (%zu bytes) is too long",
                 core_name(c), len);
       return to_fi(errc::other);
     }
     if (ret) return ret;
-    // Trailing zeroes (padding of names, sin_zero) are left out: the
-    // inserting side pads the address back to its core's length.
-    while (len && name[len - 1] == 0) --len;
-    if (!len) return to_fi(errc::other);
-    proto::part_header ph{static_cast<uint8_t>(c.cd->m.id), 0, static_cast<uint16_t>(len)};
-    if (off + sizeof ph + proto::pad4(len) > proto::addr_bytes) return to_fi(errc::other);
-    std::memcpy(out + off, &ph, sizeof ph);
-    std::memcpy(out + off + sizeof ph, name, len);
-    off += sizeof ph + proto::pad4(len);
-    ++h.parts;
+    uint8_t part[proto::max_part_len];
+    size_t n = encode_part(c.cd->info->addr_format, core_name(c), name, len, part);
+    if (!n || off + 1 + n > proto::addr_bytes) {
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
+                "fi_getname: the %s address does not fit in an lnx address of %zu bytes",
+                core_name(c), proto::addr_bytes);
+      return to_fi(errc::other);
+    }
+    out[off++] = proto::part_byte(c.cd->m.id, n);
+    std::memcpy(out + off, part, n);
+    off += n;
   }
-  h.length = static_cast<uint16_t>(off);
-  std::memcpy(out, &h, sizeof h);
   std::memcpy(addr, out, proto::addr_bytes);
   *addrlen = proto::addr_bytes;
   return 0;

@@ -49,9 +49,9 @@ namespace weft::lnx {
 // fixed at open (untouched pages of it cost nothing).
 class route_table {
  public:
-  static constexpr unsigned chunk_shift = 12;
+  static constexpr unsigned chunk_shift = 9;  // a chunk is one page
   static constexpr size_t chunk = size_t{1} << chunk_shift;
-  static constexpr size_t max_chunks = size_t{1} << 13;  // 32 Mi peers
+  static constexpr size_t max_chunks = size_t{1} << 16;  // 32 Mi peers
   static constexpr unsigned core_shift = 56;
   static constexpr uint64_t addr_mask = (uint64_t{1} << core_shift) - 1;
 

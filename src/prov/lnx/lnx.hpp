@@ -127,5 +127,16 @@ struct part {
 // Checks an address of proto::addr_bytes; fills `parts` (count in *n).
 // false: malformed (not logged: callers say why in their own terms).
 bool read_address(const uint8_t* a, proto::addr_header& h, part* parts, size_t* n) noexcept;
+// This host's identity as an address carries it (its low 48 bits).
+void host_bytes(uint8_t out[6]) noexcept;
+bool same_host(const proto::addr_header& h) noexcept;
+
+// A core's address in its compact form inside an lnx address (part.cpp),
+// by the core's addr_format: the part's length, or 0 when it does not fit.
+size_t encode_part(uint32_t fmt, const char* prov, const uint8_t* name, size_t len,
+                   uint8_t* out) noexcept;
+// ...and back: the address the core's fi_av_insert takes, in `outlen` bytes.
+bool decode_part(uint32_t fmt, const char* prov, const uint8_t* part, size_t len, uint8_t* out,
+                 size_t outlen) noexcept;
 
 }  // namespace weft::lnx
