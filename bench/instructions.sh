@@ -53,12 +53,12 @@ count() { # libdir iterations [self_inject args]: prints the program's total ins
   local lib=$1 iters=$2 prov=${COUNT_PROV:-$prov}
   shift 2
   local out=$tmp/cg.$prov.$iters.$(basename "$lib")$* log=$tmp/log.$prov.$iters.$(basename "$lib")$*
-  local what="self_inject -p $prov -n $iters${*:+ $*}"
+  local what="self_inject -n $iters${*:+ $*}"
   # A hang is a failure too: a few seconds' work, ten minutes at most.
   if ! LD_LIBRARY_PATH=$lib timeout 600 valgrind --tool=callgrind --callgrind-out-file="$out" \
       "$exe" -p "$prov" -n "$iters" ${extra[@]+"${extra[@]}"} "$@" >"$log" 2>&1; then
     sed 's/^/  | /' "$log" >&2
-    die "$what failed (or timed out) on $lib"
+    die "$what failed (or timed out) on $lib (provider $prov)"
   fi
   grep -q "^$iters messages of .* every one checked$" "$log" ||
     { sed 's/^/  | /' "$log" >&2; die "$what on $lib did not report its messages checked"; }
