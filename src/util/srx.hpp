@@ -321,7 +321,7 @@ class srx {
   template <class Lock>
   bool withdraw(fi_peer_rx_entry* e) noexcept;
   template <class Lock>
-  void foreach_unspec_addr(fi_addr_t (*get_addr)(fi_peer_rx_entry*)) noexcept;
+  void foreach_unspec_addr(fid_peer_srx* face, fi_addr_t (*get_addr)(fi_peer_rx_entry*)) noexcept;
 
   // ---- sources that change after a message was queued ----
   // A message from a peer that was not in the AV when it arrived is queued
@@ -353,8 +353,9 @@ class srx {
   }
 
   // ---- the owner's own peer, fast path ----
-  // A provider matching through an engine it owns (no lnx in between) may
-  // take a posted receive for a message directly: the oldest posted receive
+  // A provider matching through an engine it owns, or through its owner's
+  // engine when that is one of these (behind()), may take a posted receive
+  // for a message directly: the oldest posted receive
   // that a message from `addr` with `tag` matches, off its queue and the
   // caller's until recycle(); nullptr when none does, or when the match is a
   // multi-receive buffer, and then get_* decides (it queues an unexpected
@@ -393,6 +394,12 @@ class srx {
 
   // The engine behind a face handed out by add_peer.
   static srx* of(fid_peer_srx* face) noexcept;
+  // The engine behind `face` when it is one of this class's faces whose
+  // owner_ops lock as a caller under threading model `t` would (the same
+  // policy): a peer provider may then use the fast path (take_posted,
+  // recycle) on its owner's engine as on its own. Null otherwise (another
+  // owner, or another lock policy).
+  static srx* behind(fid_peer_srx* face, fi_threading t) noexcept;
 
  private:
   // One peer's fid_peer_srx, with the peer_ops table the owner provides.

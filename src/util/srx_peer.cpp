@@ -71,7 +71,7 @@ struct owner_thunks {
   }
   static void foreach_unspec_addr(fid_peer_srx* s,
                                   fi_addr_t (*get_addr)(fi_peer_rx_entry*)) noexcept {
-    if (s && get_addr) srx::of(s)->foreach_unspec_addr<Lock>(get_addr);
+    if (s && get_addr) srx::of(s)->foreach_unspec_addr<Lock>(s, get_addr);
   }
   static void free_entry(fi_peer_rx_entry* e) noexcept {
     if (e && e->srx) srx::of(e->srx)->free_entry<Lock>(e);
@@ -97,6 +97,13 @@ const fi_ops_srx_owner* srx::owner_table(fi_threading t) noexcept {
 
 srx* srx::of(fid_peer_srx* f) noexcept {
   return static_cast<face*>(f)->engine;
+}
+
+srx* srx::behind(fid_peer_srx* f, fi_threading t) noexcept {
+  // Only this class's faces carry its owner tables: the identity of the
+  // table proves the cast, and which table proves the lock policy.
+  if (!f || f->owner_ops != owner_table(t)) return nullptr;
+  return of(f);
 }
 
 fid_peer_srx* srx::add_peer(const fi_ops_srx_peer* ops, void* context) {
@@ -279,8 +286,15 @@ bool srx::withdraw(fi_peer_rx_entry* e) noexcept {
 // fi_peer(3): a peer's AV gained addresses; the peer names the source of
 // each message queued from an unknown one.
 template <class Lock>
-void srx::foreach_unspec_addr(fi_addr_t (*get_addr)(fi_peer_rx_entry*)) noexcept {
-  relabel<Lock>(get_addr, false);
+void srx::foreach_unspec_addr(fid_peer_srx* face,
+                              fi_addr_t (*get_addr)(fi_peer_rx_entry*)) noexcept {
+  // Only the asking peer's messages: get_addr reads the peer's own record
+  // (peer_context), which another peer's messages do not carry (lnx: shm's
+  // relabelling must not read tcp's records). Others answer "unknown",
+  // which keeps their labels.
+  relabel<Lock>(
+      [&](fi_peer_rx_entry* e) { return e->srx == face ? get_addr(e) : FI_ADDR_NOTAVAIL; },
+      false);
 }
 
 #define WEFT_SRX_INSTANTIATE(L)                                          \
@@ -291,7 +305,8 @@ void srx::foreach_unspec_addr(fi_addr_t (*get_addr)(fi_peer_rx_entry*)) noexcept
   template int srx::queue<L>(fi_peer_rx_entry*, bool) noexcept;          \
   template void srx::free_entry<L>(fi_peer_rx_entry*) noexcept;          \
   template bool srx::withdraw<L>(fi_peer_rx_entry*) noexcept;            \
-  template void srx::foreach_unspec_addr<L>(fi_addr_t(*)(fi_peer_rx_entry*)) noexcept;
+  template void srx::foreach_unspec_addr<L>(fid_peer_srx*,                 \
+                                            fi_addr_t(*)(fi_peer_rx_entry*)) noexcept;
 
 WEFT_SRX_INSTANTIATE(null_lock)
 WEFT_SRX_INSTANTIATE(mutex_lock)

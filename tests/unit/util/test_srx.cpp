@@ -744,6 +744,40 @@ TYPED_TEST(srx_test, two_peers_share_one_arrival_order) {
   EXPECT_EQ(other.count('D'), 1u);
 }
 
+// fi_peer(3)'s foreach_unspec_addr comes from one peer, whose get_addr
+// reads that peer's own record of each message: it is asked only about its
+// own messages, never about another peer's (lnx: shm's answer read tcp's
+// records when both had messages from unknown senders queued).
+TYPED_TEST(srx_test, foreach_unspec_addr_asks_only_about_the_asking_peer_s_messages) {
+  srx_attr a;
+  a.directed_recv = true;
+  this->make(a);
+  fake_peer<TypeParam> other;
+  other.face = this->engine_->add_peer(nullptr, &other);
+  other.face->peer_ops->start_msg = fake_peer<TypeParam>::start_msg;
+  other.face->peer_ops->discard_msg = fake_peer<TypeParam>::discard_msg;
+  other.rx_cq = this->peer_->rx_cq;
+  EXPECT_EQ(this->peer_->deliver(FI_ADDR_NOTAVAIL, "mine"), 1);
+  EXPECT_EQ(other.deliver(FI_ADDR_NOTAVAIL, "theirs"), 1);
+  static fid_peer_srx* asking;
+  asking = this->peer_->face;
+  auto answer = [](fi_peer_rx_entry* e) -> fi_addr_t {
+    EXPECT_EQ(e->srx, asking) << "asked about another peer's message";
+    return 5;
+  };
+  this->peer_->face->owner_ops->foreach_unspec_addr(this->peer_->face, answer);
+  std::string b(8, 0);
+  ASSERT_EQ(this->post(b, ctx(this->ctx_, 0), 5), 0);
+  EXPECT_STREQ(b.c_str(), "mine");
+  // The other peer's message is still from an unknown sender.
+  std::string c(8, 0);
+  ASSERT_EQ(this->post(c, ctx(this->ctx_, 1), 5), 0);
+  EXPECT_STREQ(c.c_str(), "") << "a receive directed at 5 took a message of unknown source";
+  ASSERT_EQ(this->post(c, ctx(this->ctx_, 2)), 0);
+  EXPECT_STREQ(c.c_str(), "theirs");
+  this->engine_->template shutdown<TypeParam>();
+}
+
 TYPED_TEST(srx_test, thousands_of_unexpected_messages_reuse_the_pool) {
   constexpr int n = 3000;
   auto payload = [](int i) { return std::string(static_cast<size_t>(i % 997) + 1, 'a' + i % 26); };
