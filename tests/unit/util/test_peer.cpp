@@ -8,6 +8,7 @@
 #include <rdma/providers/fi_peer.h>
 
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -25,7 +26,9 @@ namespace {
 fi_provider& test_prov = *test_env::provider();
 
 // The owner's CQ: records every write, and refuses (-FI_EAGAIN) once it
-// holds `room` completions, like a full CQ.
+// holds `room` completions, like a full CQ, or (refuse_every) every n-th
+// write, like a CQ its reader drains now and then. Peers write from their
+// own threads (fi_peer(3)), so it locks, as a real owner does.
 struct owner_cq : fid_peer_cq {
   struct rec {
     void* context;
@@ -39,18 +42,28 @@ struct owner_cq : fid_peer_cq {
   };
   std::vector<rec> got;
   size_t room = SIZE_MAX;
+  unsigned refuse_every = 0;
+  unsigned calls = 0;
+  std::mutex m;
 
+  size_t count() {
+    std::lock_guard g{m};
+    return got.size();
+  }
+  bool refuse() { return got.size() >= room || (refuse_every && ++calls % refuse_every == 0); }
   static owner_cq* self(fid_peer_cq* c) { return static_cast<owner_cq*>(c); }
   static ssize_t write(fid_peer_cq* c, void* ctx, uint64_t flags, size_t len, void* buf,
                        uint64_t data, uint64_t tag, fi_addr_t src) {
     owner_cq* o = self(c);
-    if (o->got.size() >= o->room) return -FI_EAGAIN;
+    std::lock_guard g{o->m};
+    if (o->refuse()) return -FI_EAGAIN;
     o->got.push_back({ctx, flags, len, buf, data, tag, src, 0, {}});
     return 0;
   }
   static ssize_t writeerr(fid_peer_cq* c, const fi_cq_err_entry* e) {
     owner_cq* o = self(c);
-    if (o->got.size() >= o->room) return -FI_EAGAIN;
+    std::lock_guard g{o->m};
+    if (o->refuse()) return -FI_EAGAIN;
     auto* d = static_cast<const uint8_t*>(e->err_data);
     o->got.push_back({e->op_context, e->flags, e->len, e->buf, e->data, e->tag, e->src_addr, e->err,
                       std::vector<uint8_t>(d, d + e->err_data_size)});
@@ -251,11 +264,13 @@ TEST_P(peer_test, cq_progress_then_delivery_in_one_call) {
   cq::from(c)->progress().remove(&ep);
 }
 
-// A provider thread writing while the owner's thread drives: everything
-// arrives once, in order, whatever the interleaving.
+// A provider thread writing (straight into the owner) while the owner's
+// thread drives and hands over what the owner refused now and then:
+// everything arrives once, in order, whatever the interleaving.
 TEST_P(peer_test, cq_writer_and_owner_on_two_threads) {
   if (GetParam() != FI_THREAD_SAFE) GTEST_SKIP() << "one thread per domain";
   owner_cq o;
+  o.refuse_every = 7;
   fid_cq* c = open_cq(o, 64);
   ASSERT_NE(c, nullptr);
   constexpr uintptr_t n = 20000;
@@ -264,7 +279,7 @@ TEST_P(peer_test, cq_writer_and_owner_on_two_threads) {
       if (write(c, {reinterpret_cast<void*>(i), FI_SEND, 0, nullptr, 0, 0, 0, 0})) ++i;
     }
   });
-  while (o.got.size() < n) ASSERT_EQ(fi_cq_read(c, nullptr, 0), 0);
+  while (o.count() < n) ASSERT_EQ(fi_cq_read(c, nullptr, 0), 0);
   writer.join();
   for (uintptr_t i = 0; i < n; ++i)
     ASSERT_EQ(o.got[i].context, reinterpret_cast<void*>(i + 1));
