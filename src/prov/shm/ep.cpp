@@ -276,6 +276,7 @@ int endpoint::enable() {
     rx_.own(srx_.get(), face_);
   else
     rx_.share(face_);
+  fast_ = srx_ ? srx_.get() : util::srx::behind(face_, domain_->lock_threading());
   // Senders are named where a completion (FI_SOURCE: their fi_addr or user
   // id) or the receive context (FI_DIRECTED_RECV) needs them.
   want_source_ = (caps_ & (FI_SOURCE | FI_DIRECTED_RECV)) != 0;

@@ -304,9 +304,10 @@ bool endpoint::drain(uint32_t r, bool& got) noexcept {
       close_inbound<Lock>(r, true);
       return true;
     }
-    if (v.fields.op == proto::op_inline && srx_) [[likely]] {
-      // A small message and a receive posted for it, in our own engine:
-      // the per-message path, without handle's dispatch.
+    if (v.fields.op == proto::op_inline && fast_) [[likely]] {
+      // A small message and a receive posted for it, in our own engine (or
+      // our owner's, when it is util's: fast_): the per-message path,
+      // without handle's dispatch.
       //
       // Its answer, if it gets one, likely goes where our last one went
       // (reply_slot_): that line is asked for now, to arrive while this one
@@ -318,7 +319,10 @@ bool endpoint::drain(uint32_t r, bool& got) noexcept {
       if constexpr (std::is_same_v<Lock, util::null_lock>) prefetch_for_write(reply_slot_, prefetchw_);
       const bool tagged = v.fields.flags & proto::flag_tagged;
       const fi_addr_t src = want_source_ ? source_of(*in) : FI_ADDR_NOTAVAIL;
-      if (util::srx_entry* p = srx_->take_posted<Lock>(src, v.fields.tag, tagged)) {
+      if (util::srx_entry* p = fast_->take_posted<Lock>(src, v.fields.tag, tagged)) {
+        // Freed through rx_ if it ends the general way (deliver_general):
+        // an owner's engine finds its entries by their face.
+        p->rx.srx = face_;
         deliver_inline<Lock>(*in, v, *p, src, tagged);
         continue;
       }
@@ -490,7 +494,7 @@ void endpoint::deliver_inline(inbound& in, const msg_view& v, util::srx_entry& p
                          e->count ? e->iov[0].iov_base : nullptr, data ? v.fields.data : 0,
                          tagged ? v.fields.tag : 0, src, 0})) [[likely]] {
       if (util::cntr* c = util::counted(bound_.recv_cntr.get(), e->flags)) c->inc();
-      srx_->recycle<Lock>(&p);
+      fast_->recycle<Lock>(&p);
       return;
     }
   }

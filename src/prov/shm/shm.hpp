@@ -699,6 +699,10 @@ class alignas(64) endpoint : public util::endpoint_object<endpoint> {
 
   // Matching: this endpoint's own engine, or (srx_ null) a peer SRX's owner.
   std::unique_ptr<util::srx> srx_;
+  // The engine the per-message fast path takes posted receives from: srx_,
+  // or the peer SRX owner's when that is a util::srx locking as we do (lnx:
+  // util::srx::behind); null: every message goes through rx_.
+  util::srx* fast_ = nullptr;
   util::srx_binding shared_;  // a shared receive context: the application's or a peer's owner
   fid_peer_srx* face_ = nullptr;
   util::srx_port rx_;           // the one dispatch to srx_ or the owner (fi_enable)
