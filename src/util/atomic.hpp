@@ -61,6 +61,13 @@ namespace weft::util {
 // (base), fi_fetch_atomic* (fetch) or fi_compare_atomic* (compare).
 enum class atomic_kind : uint8_t { base, fetch, compare };
 
+// The elements an fi_ioc list holds (a null list holds none).
+inline size_t ioc_elements(const fi_ioc* v, size_t n) noexcept {
+  size_t c = 0;
+  for (size_t i = 0; v && i < n; ++i) c += v[i].count;
+  return c;
+}
+
 // What an atomic of this kind and operation does to the target region, as
 // events counted on it (fi_mr_bind): base atomics modify it; fetching ones
 // read it and, except FI_ATOMIC_READ, modify it; compare ones read it and

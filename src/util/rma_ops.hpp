@@ -211,16 +211,11 @@ struct rma_ops {
          has_cmp ? size_t{1} : 0, has_res ? &r : nullptr, &res_desc, has_res ? size_t{1} : 0,
          dest, &rma, 1, ctx, flags, 0});
   }
-  static size_t elements(const fi_ioc* v, size_t n) noexcept {
-    size_t c = 0;
-    for (size_t i = 0; v && i < n; ++i) c += v[i].count;
-    return c;
-  }
   static ssize_t many(fid_ep* e, atomic_kind kind, const fi_ioc* iov, void** desc, size_t count,
                       const fi_ioc* cmp, void** cmp_desc, size_t cmp_count, fi_ioc* res,
                       void** res_desc, size_t res_count, fi_addr_t dest, uint64_t addr,
                       uint64_t key, const fi_datatype& dt, const fi_op& op, void* ctx) noexcept {
-    fi_rma_ioc rma{addr, elements(iov, count), key};
+    fi_rma_ioc rma{addr, ioc_elements(iov, count), key};
     return ep(e)->template post_atomic<Lock>({kind, raw_enum(op), raw_enum(dt), iov, desc, count, cmp,
                                          cmp_desc, cmp_count, res, res_desc, res_count, dest,
                                          &rma, 1, ctx, ep(e)->tx_op_flags(), 0});

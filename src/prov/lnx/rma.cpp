@@ -40,11 +40,11 @@ ssize_t rma_msg(fid_ep* e, const fi_msg_rma* m, uint64_t flags, const char* name
     return refuse_flags(name, flags);
   return via_sized(e, m->addr, total(m->msg_iov, m->iov_count), flags & FI_INJECT,
                    [&](fid_ep* c, fi_addr_t a) {
-    fi_msg_rma cm = *m;
-    cm.addr = a;
-    cm.desc = nullptr;
-    return call(c, &cm);
-  });
+                     fi_msg_rma cm = *m;
+                     cm.addr = a;
+                     cm.desc = nullptr;
+                     return call(c, &cm);
+                   });
 }
 ssize_t readmsg(fid_ep* e, const fi_msg_rma* m, uint64_t flags) noexcept {
   return rma_msg(e, m, flags, "fi_readmsg",
@@ -68,8 +68,9 @@ ssize_t writemsg(fid_ep* e, const fi_msg_rma* m, uint64_t flags) noexcept {
 }
 ssize_t inject_write(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
                      uint64_t key) noexcept {
-  return via_sized(e, dest, len, true,
-                   [&](fid_ep* c, fi_addr_t a) { return fi_inject_write(c, buf, len, a, addr, key); });
+  return via_sized(e, dest, len, true, [&](fid_ep* c, fi_addr_t a) {
+    return fi_inject_write(c, buf, len, a, addr, key);
+  });
 }
 ssize_t writedata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
                   uint64_t addr, uint64_t key, void* ctx) noexcept {
@@ -108,17 +109,12 @@ bool atomic_fits(fid_ep* e, size_t elements, fi_datatype dt, bool inject) noexce
   const endpoint* ep = endpoint::from(e);
   if (bytes <= ep->atomic_bytes() && (!inject || ep->fits(bytes, true))) [[likely]]
     return true;
-  WEFT_WARN(&provider(), FI_LOG_EP_DATA, "atomic of %zu elements (%zu bytes): beyond the %zu "
-            "bytes of operand every core takes", elements, bytes, ep->atomic_bytes());
+  WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+            "atomic of %zu elements (%zu bytes): beyond the %zu "
+            "bytes of operand every core takes",
+            elements, bytes, ep->atomic_bytes());
   return false;
 }
-size_t elements(const fi_ioc* v, size_t n) noexcept {
-  size_t c = 0;
-  for (size_t i = 0; v && i < n; ++i) c += v[i].count;
-  return c;
-}
-#define LNX_ATOMIC_FITS(e, n, dt, inject) \
-  if (!atomic_fits(e, n, dt, inject)) [[unlikely]] return to_fi(errc::msgsize)
 
 // Descriptor arrays the cores are given: none (nullptr is "no descriptors").
 template <class Call>
@@ -127,7 +123,9 @@ ssize_t atomic_msg(fid_ep* e, const fi_msg_atomic* m, uint64_t flags, const char
   if (!m) return to_fi(errc::inval);
   if (flags & refused_tx_flags) [[unlikely]]
     return refuse_flags(name, flags);
-  LNX_ATOMIC_FITS(e, elements(m->msg_iov, m->iov_count), m->datatype, flags & FI_INJECT);
+  if (!atomic_fits(e, util::ioc_elements(m->msg_iov, m->iov_count), m->datatype, flags & FI_INJECT))
+      [[unlikely]]
+    return to_fi(errc::msgsize);
   return via(e, m->addr, [&](fid_ep* c, fi_addr_t a) {
     fi_msg_atomic cm = *m;
     cm.addr = a;
@@ -138,26 +136,28 @@ ssize_t atomic_msg(fid_ep* e, const fi_msg_atomic* m, uint64_t flags, const char
 
 ssize_t awrite(fid_ep* e, const void* buf, size_t count, void*, fi_addr_t dest, uint64_t addr,
                uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
-  LNX_ATOMIC_FITS(e, count, dt, false);
+  if (!atomic_fits(e, count, dt, false)) [[unlikely]]
+    return to_fi(errc::msgsize);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_atomic(c, buf, count, nullptr, a, addr, key, dt, op, ctx);
   });
 }
-ssize_t awritev(fid_ep* e, const fi_ioc* iov, void**, size_t count, fi_addr_t dest,
-                uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
-  LNX_ATOMIC_FITS(e, elements(iov, count), dt, false);
+ssize_t awritev(fid_ep* e, const fi_ioc* iov, void**, size_t count, fi_addr_t dest, uint64_t addr,
+                uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
+  if (!atomic_fits(e, util::ioc_elements(iov, count), dt, false)) [[unlikely]]
+    return to_fi(errc::msgsize);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_atomicv(c, iov, nullptr, count, a, addr, key, dt, op, ctx);
   });
 }
 ssize_t awritemsg(fid_ep* e, const fi_msg_atomic* m, uint64_t flags) noexcept {
-  return atomic_msg(e, m, flags, "fi_atomicmsg", [&](fid_ep* c, const fi_msg_atomic* cm) {
-    return fi_atomicmsg(c, cm, flags);
-  });
+  return atomic_msg(e, m, flags, "fi_atomicmsg",
+                    [&](fid_ep* c, const fi_msg_atomic* cm) { return fi_atomicmsg(c, cm, flags); });
 }
 ssize_t ainject(fid_ep* e, const void* buf, size_t count, fi_addr_t dest, uint64_t addr,
                 uint64_t key, fi_datatype dt, fi_op op) noexcept {
-  LNX_ATOMIC_FITS(e, count, dt, true);
+  if (!atomic_fits(e, count, dt, true)) [[unlikely]]
+    return to_fi(errc::msgsize);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_inject_atomic(c, buf, count, a, addr, key, dt, op);
   });
@@ -165,15 +165,17 @@ ssize_t ainject(fid_ep* e, const void* buf, size_t count, fi_addr_t dest, uint64
 ssize_t areadwrite(fid_ep* e, const void* buf, size_t count, void*, void* res, void*,
                    fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op,
                    void* ctx) noexcept {
-  LNX_ATOMIC_FITS(e, count, dt, false);
+  if (!atomic_fits(e, count, dt, false)) [[unlikely]]
+    return to_fi(errc::msgsize);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_fetch_atomic(c, buf, count, nullptr, res, nullptr, a, addr, key, dt, op, ctx);
   });
 }
 ssize_t areadwritev(fid_ep* e, const fi_ioc* iov, void**, size_t count, fi_ioc* res, void**,
-                    size_t res_count, fi_addr_t dest, uint64_t addr, uint64_t key,
-                    fi_datatype dt, fi_op op, void* ctx) noexcept {
-  LNX_ATOMIC_FITS(e, elements(iov, count), dt, false);
+                    size_t res_count, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt,
+                    fi_op op, void* ctx) noexcept {
+  if (!atomic_fits(e, util::ioc_elements(iov, count), dt, false)) [[unlikely]]
+    return to_fi(errc::msgsize);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_fetch_atomicv(c, iov, nullptr, count, res, nullptr, res_count, a, addr, key, dt, op,
                             ctx);
@@ -188,17 +190,18 @@ ssize_t areadwritemsg(fid_ep* e, const fi_msg_atomic* m, fi_ioc* res, void**, si
 ssize_t acompwrite(fid_ep* e, const void* buf, size_t count, void*, const void* cmp, void*,
                    void* res, void*, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt,
                    fi_op op, void* ctx) noexcept {
-  LNX_ATOMIC_FITS(e, count, dt, false);
+  if (!atomic_fits(e, count, dt, false)) [[unlikely]]
+    return to_fi(errc::msgsize);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_compare_atomic(c, buf, count, nullptr, cmp, nullptr, res, nullptr, a, addr, key, dt,
                              op, ctx);
   });
 }
-ssize_t acompwritev(fid_ep* e, const fi_ioc* iov, void**, size_t count, const fi_ioc* cmp,
-                    void**, size_t cmp_count, fi_ioc* res, void**, size_t res_count,
-                    fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op,
-                    void* ctx) noexcept {
-  LNX_ATOMIC_FITS(e, elements(iov, count), dt, false);
+ssize_t acompwritev(fid_ep* e, const fi_ioc* iov, void**, size_t count, const fi_ioc* cmp, void**,
+                    size_t cmp_count, fi_ioc* res, void**, size_t res_count, fi_addr_t dest,
+                    uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
+  if (!atomic_fits(e, util::ioc_elements(iov, count), dt, false)) [[unlikely]]
+    return to_fi(errc::msgsize);
   return via(e, dest, [&](fid_ep* c, fi_addr_t a) {
     return fi_compare_atomicv(c, iov, nullptr, count, cmp, nullptr, cmp_count, res, nullptr,
                               res_count, a, addr, key, dt, op, ctx);
