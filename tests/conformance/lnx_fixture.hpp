@@ -136,6 +136,30 @@ class lnx : public ::testing::TestWithParam<fi_threading> {
     }
     return false;
   }
+  // Posts slots.size() tagged receives for FI_ADDR_UNSPEC at `to` (into
+  // slots, with contexts rctx), then has `from` inject the values 0, 1, ...
+  // (kept in vals) with `tag`, alternately to `near` and to `far`.
+  void post_and_spray(lnx_ep& from, lnx_ep& to, fi_addr_t near, fi_addr_t far, uint64_t tag,
+                      std::vector<uint32_t>& slots, std::vector<fi_context>& rctx,
+                      std::vector<uint32_t>& vals) {
+    const size_t n = slots.size();
+    rctx.resize(n);
+    vals.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(
+          fi_trecv(to.ep, &slots[i], sizeof slots[i], nullptr, FI_ADDR_UNSPEC, tag, 0, &rctx[i]),
+          0);
+    for (size_t i = 0; i < n; ++i) {
+      vals[i] = static_cast<uint32_t>(i);
+      ssize_t r;
+      while ((r = fi_tinject(from.ep, &vals[i], sizeof vals[i], i % 2 ? far : near, tag)) ==
+             -FI_EAGAIN) {
+        fi_cq_tagged_entry c;
+        fi_cq_read(from.cq, &c, 0);
+      }
+      ASSERT_EQ(r, 0);
+    }
+  }
   // How many routes the recorded lines say went through `prov`.
   size_t count_through(const std::vector<std::string>& lines, const std::string& prov) {
     size_t n = 0;

@@ -137,22 +137,9 @@ TEST_P(lnx, a_receive_for_any_source_takes_each_message_once_from_both_providers
   fi_addr_t b_near = insert(b), b_far = insert(b, true);
   insert(a, true);
   constexpr int n = 64;
-  std::vector<uint32_t> slots(n, 0xffffffff);
-  std::vector<fi_context> rctx(n);
-  for (int i = 0; i < n; ++i)
-    ASSERT_EQ(fi_trecv(b.ep, &slots[i], sizeof slots[i], nullptr, FI_ADDR_UNSPEC, 5, 0, &rctx[i]),
-              0);
-  std::vector<uint32_t> vals(n);
-  for (int i = 0; i < n; ++i) {
-    vals[i] = static_cast<uint32_t>(i);
-    ssize_t r;
-    while ((r = fi_tinject(a.ep, &vals[i], sizeof vals[i], i % 2 ? b_far : b_near, 5)) ==
-           -FI_EAGAIN) {
-      fi_cq_tagged_entry c;
-      fi_cq_read(a.cq, &c, 0);
-    }
-    ASSERT_EQ(r, 0);
-  }
+  std::vector<uint32_t> slots(n, 0xffffffff), vals;
+  std::vector<fi_context> rctx;
+  ASSERT_NO_FATAL_FAILURE(post_and_spray(a, b, b_near, b_far, 5, slots, rctx, vals));
   std::vector<int> seen(n, 0);
   for (int i = 0; i < n; ++i) {
     fi_cq_tagged_entry c;
@@ -190,22 +177,9 @@ TEST_P(lnx, a_full_receive_cq_delays_completions_and_loses_none) {
   ASSERT_EQ(fi_getname(&b.ep->fid, b.name.data(), &len), 0);
   fi_addr_t b_near = insert(b), b_far = insert(b, true);
   constexpr int n = 32;
-  std::vector<uint32_t> slots(n, 0xffffffff);
-  std::vector<fi_context> rctx(n);
-  for (int i = 0; i < n; ++i)
-    ASSERT_EQ(fi_trecv(b.ep, &slots[i], sizeof slots[i], nullptr, FI_ADDR_UNSPEC, 9, 0, &rctx[i]),
-              0);
-  std::vector<uint32_t> vals(n);
-  for (int i = 0; i < n; ++i) {
-    vals[i] = static_cast<uint32_t>(i);
-    ssize_t r;
-    while ((r = fi_tinject(a.ep, &vals[i], sizeof vals[i], i % 2 ? b_far : b_near, 9)) ==
-           -FI_EAGAIN) {
-      fi_cq_tagged_entry c;
-      fi_cq_read(a.cq, &c, 0);
-    }
-    ASSERT_EQ(r, 0);
-  }
+  std::vector<uint32_t> slots(n, 0xffffffff), vals;
+  std::vector<fi_context> rctx;
+  ASSERT_NO_FATAL_FAILURE(post_and_spray(a, b, b_near, b_far, 9, slots, rctx, vals));
   // Everything arrives while the receive CQ is full: drive b through its
   // transmit CQ until both cores have taken every message in.
   for (int k = 0; k < 2000; ++k) {
@@ -492,6 +466,18 @@ TEST_P(lnx, hostile_addresses_are_refused_and_nothing_is_inserted) {
   EXPECT_EQ(fi_close(&fresh->fid), 0);
   // A send to an fi_addr the AV does not hold is refused.
   EXPECT_EQ(fi_inject(a.ep, "x", 1, 12345), -FI_EINVAL);
+  // Well formed, but its shm part is no shm name (a NUL inside): the AV
+  // takes it (it checks the address's frame, not each core's part), the
+  // route cannot be made, and sends to it are refused with the reason.
+  {
+    recorder rec;
+    std::vector<uint8_t> v = a.name;
+    v[9] = 0;  // the shm part's first byte (the header is 8, its length byte 1)
+    fi_addr_t bad = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(fi_av_insert(av, v.data(), 1, &bad, 0, nullptr), 1);
+    EXPECT_EQ(fi_inject(a.ep, "x", 1, bad), -FI_EINVAL);
+    EXPECT_FALSE(rec.with("is not one our shm takes").empty());
+  }
 }
 
 }  // namespace
