@@ -128,7 +128,7 @@ int av::open(domain& dom, fi_av_attr* attr, fid_av** out, void* context) noexcep
               static_cast<unsigned long long>(attr->flags & ~open_flags));
     return to_fi(errc::badflags);
   }
-  if (attr->rx_ctx_bits != 0 && !dom.hooks().scalable_ep) {
+  if (attr->rx_ctx_bits != 0 && !dom.offers_contexts()) {
     WEFT_WARN(prov, FI_LOG_AV, "rx_ctx_bits %d: scalable endpoints are not supported",
               attr->rx_ctx_bits);
     return to_fi(attr->rx_ctx_bits < 0 ? errc::inval : errc::nosys);

@@ -34,8 +34,8 @@ int endpoint2(fid_domain* d, fi_info* info, fid_ep** ep, uint64_t flags, void* c
 }
 int scalable_ep(fid_domain* d, fi_info* info, fid_ep** sep, void* context) noexcept {
   domain& dom = *self(d);
-  if (!dom.hooks().scalable_ep) {
-    // Such a provider answers max_ep_tx_ctx = max_ep_rx_ctx = 1.
+  if (!dom.offers_contexts()) {
+    // Such a provider (or endpoint type) answers max_ep_tx_ctx = max_ep_rx_ctx = 1.
     WEFT_WARN(dom.provider(), FI_LOG_DOMAIN,
               "fi_scalable_ep: scalable endpoints are not offered (max_ep_tx_ctx 1)");
     return to_fi(errc::nosys);
@@ -183,6 +183,8 @@ domain::domain(fabric& fab, const domain_hooks* hooks, const fi_info& info, void
       cq_data_size_(info.domain_attr->cq_data_size),
       max_ep_stx_ctx_(info.domain_attr->max_ep_stx_ctx),
       max_ep_srx_ctx_(info.domain_attr->max_ep_srx_ctx),
+      max_ep_tx_ctx_(info.domain_attr->max_ep_tx_ctx),
+      max_ep_rx_ctx_(info.domain_attr->max_ep_rx_ctx),
       name_(info.domain_attr->name ? info.domain_attr->name : ""),
       mrs_(threading_, progress_) {
   ops = const_cast<fi_ops_domain*>(&domain_ops);

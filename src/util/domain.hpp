@@ -98,6 +98,12 @@ class domain : public fid_object<domain, fid_domain> {
   // Likewise for receive contexts (0: fi_srx_context for applications is
   // not offered; a peer provider's FI_PEER context is the hooks' to judge).
   size_t max_ep_srx_ctx() const noexcept { return max_ep_srx_ctx_; }
+  // Whether fi_scalable_ep (and an AV with rx_ctx_bits) is offered: the
+  // provider has the hook and the domain's endpoint type has contexts
+  // (tcp: RDM, not MSG; max_ep_tx_ctx / max_ep_rx_ctx above 1).
+  bool offers_contexts() const noexcept {
+    return hooks_ && hooks_->scalable_ep && (max_ep_tx_ctx_ > 1 || max_ep_rx_ctx_ > 1);
+  }
   const std::string& name() const noexcept { return name_; }
 
   mr_map& mrs() noexcept { return mrs_; }
@@ -120,6 +126,8 @@ class domain : public fid_object<domain, fid_domain> {
   fi_tx_attr tx_attr_{};
   size_t max_ep_stx_ctx_;
   size_t max_ep_srx_ctx_;
+  size_t max_ep_tx_ctx_;
+  size_t max_ep_rx_ctx_;
   std::string name_;
   mr_map mrs_;
   ref<class eq> eq_;

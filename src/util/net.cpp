@@ -116,6 +116,11 @@ uint16_t sockaddr_port(const sockaddr* sa) noexcept {
   return 0;
 }
 
+void set_sockaddr_port(sockaddr* sa, uint16_t port) noexcept {
+  if (sa->sa_family == AF_INET) reinterpret_cast<sockaddr_in*>(sa)->sin_port = htons(port);
+  if (sa->sa_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(sa)->sin6_port = htons(port);
+}
+
 bool is_any_addr(const sockaddr* sa) noexcept {
   if (sa->sa_family == AF_INET)
     return reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr == htonl(INADDR_ANY);

@@ -33,6 +33,8 @@ bool same_host(const sockaddr* a, const sockaddr* b) noexcept;
 
 // The port of an IPv4 or IPv6 address, in host order (0 for other families).
 uint16_t sockaddr_port(const sockaddr* sa) noexcept;
+// Sets it (host order; other families are left as they are).
+void set_sockaddr_port(sockaddr* sa, uint16_t port) noexcept;
 
 // The any-address (0.0.0.0 or ::), whatever the port.
 bool is_any_addr(const sockaddr* sa) noexcept;

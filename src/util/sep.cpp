@@ -128,7 +128,9 @@ scalable_ep::scalable_ep(domain& dom, const sep_hooks* hooks, uint64_t cookie, f
   cm = const_cast<fi_ops_cm*>(&sep_cm);
 }
 
-scalable_ep::~scalable_ep() = default;
+scalable_ep::~scalable_ep() {
+  if (hooks_->release) hooks_->release(cookie_);
+}
 
 int scalable_ep::close() {
   return close_if_unused(domain_->provider(), FI_LOG_EP_CTRL,

@@ -39,7 +39,7 @@ namespace weft::util {
 class scalable_ep;
 
 // What a provider plugs in. `cookie` is its own (shm: the block of endpoint
-// indices the contexts take theirs from).
+// indices the contexts take theirs from; tcp: its block of ports).
 struct sep_hooks {
   // Opens context `index` of `sep` as an endpoint, from `info` (the
   // endpoint's, narrowed to one direction and the context's attributes).
@@ -48,6 +48,10 @@ struct sep_hooks {
                   std::unique_ptr<class sep_slot> slot, fid_ep** out, void* context);
   // fi_getname on the endpoint (and on its contexts): its one address.
   int (*getname)(const scalable_ep& sep, void* addr, size_t* addrlen);
+  // Optional: frees what `cookie` holds when the endpoint goes (tcp: the
+  // listening sockets its receive contexts take theirs from). Not called
+  // when fi_scalable_ep fails: the provider still holds its cookie then.
+  void (*release)(uint64_t cookie) noexcept = nullptr;
 };
 
 // A context's hold on its scalable endpoint: while it lives, the endpoint

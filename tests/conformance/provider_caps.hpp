@@ -40,7 +40,8 @@ inline constexpr const char* fence_why =
     "(docs/decisions.md)";
 
 inline constexpr const char* sep_why =
-    "scalable endpoints (fi_scalable_ep, FI_NAMED_RX_CTX) are offered on shm only so far "
+    "scalable endpoints (fi_scalable_ep, FI_NAMED_RX_CTX) are offered on shm and tcp RDM only "
+    "so far "
     "(issue 14; docs/decisions.md)";
 
 inline const caps_table udp_dgram_caps = {
@@ -78,11 +79,10 @@ inline const caps_table tcp_rdm_caps = {
     "tcp",
     FI_EP_RDM,
     FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV |
-        FI_AV_USER_ID | FI_FENCE | FI_TRIGGER | rma_atomic_caps,
+        FI_AV_USER_ID | FI_FENCE | FI_TRIGGER | FI_NAMED_RX_CTX | rma_atomic_caps,
     8,
     {
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
-        {FI_NAMED_RX_CTX, sep_why},
     },
     true,
 };

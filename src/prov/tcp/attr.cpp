@@ -47,6 +47,14 @@ fi_rx_attr msg_rx = {
     .iov_limit = max_iov,
 };
 
+// FI_NAMED_RX_CTX: fi_rx_addr reaches a scalable endpoint's receive context
+// (sep.cpp).
+fi_tx_attr rdm_tx = [] {
+  fi_tx_attr t = tx;
+  t.caps |= FI_NAMED_RX_CTX;
+  return t;
+}();
+
 fi_rx_attr rdm_rx = [] {
   fi_rx_attr r = msg_rx;
   r.caps = rdm_rx_caps;
@@ -113,6 +121,14 @@ fi_domain_attr dom = [] {
   return d;
 }();
 
+// fi_scalable_ep (RDM): contexts are tcp endpoints (sep.cpp).
+fi_domain_attr rdm_dom = [] {
+  fi_domain_attr d = dom;
+  d.max_ep_tx_ctx = max_contexts;
+  d.max_ep_rx_ctx = max_contexts;
+  return d;
+}();
+
 fi_fabric_attr fab = {
     .fabric = nullptr,
     .name = nullptr,
@@ -121,24 +137,25 @@ fi_fabric_attr fab = {
     .api_version = 0,
 };
 
-fi_info make(fi_rx_attr* rx, fi_ep_attr* ep, uint64_t more_caps) {
+fi_info make(fi_tx_attr* t, fi_rx_attr* rx, fi_ep_attr* ep, fi_domain_attr* d,
+             uint64_t more_caps) {
   fi_info i{};
-  i.caps = tx.caps | rx->caps | FI_LOCAL_COMM | FI_REMOTE_COMM | more_caps;
+  i.caps = t->caps | rx->caps | FI_LOCAL_COMM | FI_REMOTE_COMM | more_caps;
   i.mode = 0;
   i.addr_format = FI_SOCKADDR_IN;
-  i.tx_attr = &tx;
+  i.tx_attr = t;
   i.rx_attr = rx;
   i.ep_attr = ep;
-  i.domain_attr = &dom;
+  i.domain_attr = d;
   i.fabric_attr = &fab;
   return i;
 }
 
-fi_info msg_tmpl = make(&msg_rx, &msg_ep, 0);
+fi_info msg_tmpl = make(&tx, &msg_rx, &msg_ep, &dom, 0);
 // FI_PEER (RDM): usable by a link provider that owns the CQs, counters and
 // the receive context (fi_peer(3)). MSG endpoints match per connection and
 // are not offered to one.
-fi_info rdm_tmpl = make(&rdm_rx, &rdm_ep, FI_PEER);
+fi_info rdm_tmpl = make(&rdm_tx, &rdm_rx, &rdm_ep, &rdm_dom, FI_PEER);
 
 }  // namespace
 

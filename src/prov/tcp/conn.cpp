@@ -145,18 +145,23 @@ void tune_local(int fd) noexcept {
               cc.c_str(), std::strerror(errno));
 }
 
-errc listen_socket(const sockaddr* addr, int backlog, util::unique_fd& out) noexcept {
+int try_listen(const sockaddr* addr, int backlog, util::unique_fd& out) noexcept {
   util::unique_fd s = stream_socket(addr->sa_family);
-  if (!s.valid()) return errc_of_errno(errno);
+  if (!s.valid()) return errno;
   int one = 1;
   ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(s.get(), addr, util::sockaddr_len(addr)) != 0 || ::listen(s.get(), backlog) != 0) {
-    int e = errno;
+  if (::bind(s.get(), addr, util::sockaddr_len(addr)) != 0 || ::listen(s.get(), backlog) != 0)
+    return errno;
+  out = std::move(s);
+  return 0;
+}
+
+errc listen_socket(const sockaddr* addr, int backlog, util::unique_fd& out) noexcept {
+  if (int e = try_listen(addr, backlog, out)) {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "cannot listen on %s: %s",
               util::format_sockaddr(addr).c_str(), std::strerror(e));
     return errc_of_errno(e);
   }
-  out = std::move(s);
   return errc::ok;
 }
 

@@ -55,8 +55,12 @@ void tune_stream(int fd) noexcept;
 void tune_local(int fd) noexcept;
 // Whether the established socket's two ends are on this host.
 bool same_host_socket(int fd) noexcept;
-// A listening socket bound to `addr` (port 0: any); errc of the failure.
+// A listening socket bound to `addr` (port 0: any); errc of the failure,
+// logged.
 errc listen_socket(const sockaddr* addr, int backlog, util::unique_fd& out) noexcept;
+// The same, quiet: errno of the failure, 0 on success (a search that tries
+// ports in turn logs only its outcome).
+int try_listen(const sockaddr* addr, int backlog, util::unique_fd& out) noexcept;
 errc errc_of_errno(int e) noexcept;
 std::string describe(const sockaddr_storage& ss);
 
@@ -221,6 +225,13 @@ class conn {
   bool standby = false;        // RDM: the peer reconnected while ours to it is established;
                                // mapped once the peer sends here (ep_rdm.cpp, on_hello)
   bool stalled = false;        // staged bytes wait for the CQ to drain
+  // RDM, passive: the peer's hello said feature_one_way (a transmit context
+  // of a scalable endpoint): it names a sender, never serves our sends.
+  bool one_way = false;
+  // RDM, active: opened to a receive context of a peer (fi_rx_addr), listed
+  // in endpoint::rx_peers_ under rx_dest, never in peers_.
+  bool rx_keyed = false;
+  fi_addr_t rx_dest = FI_ADDR_NOTAVAIL;
   // Sends gathered for the next progress call (msg.cpp, endpoint::send):
   // `corked` while in the endpoint's corked_ list; cork_frames / cork_bytes
   // count the queued frames no write was tried for yet.

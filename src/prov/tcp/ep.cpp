@@ -44,7 +44,10 @@ int cm_shutdown(fid_ep* e, uint64_t flags) noexcept {
 
 }  // namespace
 
-bool is_class_ep(const fid* f) noexcept { return util::is_class(f, FI_CLASS_EP); }
+bool is_class_ep(const fid* f) noexcept {
+  return util::is_class(f, FI_CLASS_EP) || util::is_class(f, FI_CLASS_TX_CTX) ||
+         util::is_class(f, FI_CLASS_RX_CTX);
+}
 
 const fi_ops_cm ep_cm_ops = {
     .size = sizeof(fi_ops_cm),
@@ -83,8 +86,17 @@ int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* c
     WEFT_WARN(prov, FI_LOG_EP_CTRL, "a connection request is accepted by an FI_EP_MSG endpoint");
     return to_fi(errc::inval);
   }
+  // Several contexts are a scalable endpoint's (fi_scalable_ep).
+  for (size_t n : {info.ep_attr->tx_ctx_cnt, info.ep_attr->rx_ctx_cnt})
+    if (n > 1 && n != FI_SHARED_CONTEXT) {
+      WEFT_WARN(prov, FI_LOG_EP_CTRL,
+                "fi_endpoint: %zu contexts asked (ep_attr tx_ctx_cnt / rx_ctx_cnt): an endpoint "
+                "has one; several are opened with fi_scalable_ep",
+                n);
+      return to_fi(errc::inval);
+    }
   return abi_guard([&]() -> int {
-    auto ep = std::make_unique<endpoint>(dom, info, context);
+    auto ep = std::make_unique<endpoint>(dom, info, FI_CLASS_EP, context);
     if (!ep->epoll_.valid() || !ep->timer_.valid()) return to_fi(errc_of_errno(errno));
     sockaddr_storage any{};
     any.ss_family = info.addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
@@ -113,8 +125,31 @@ int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* c
   });
 }
 
-endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
-    : endpoint_object(FI_CLASS_EP, context),
+int endpoint::open_context(util::domain& dom, const fi_info& info, size_t fclass,
+                           util::unique_fd listener, uint8_t rx_index,
+                           const sockaddr_storage& name, std::unique_ptr<util::sep_slot> slot,
+                           fid_ep** out, void* context) noexcept {
+  return abi_guard([&]() -> int {
+    auto ep = std::make_unique<endpoint>(dom, info, fclass, context);
+    if (!ep->epoll_.valid() || !ep->timer_.valid()) return to_fi(errc_of_errno(errno));
+    peer_name n;
+    if (!name_of(reinterpret_cast<const sockaddr*>(&name), n)) return to_fi(errc::addrnotavail);
+    ep->sep_slot_ = std::move(slot);
+    ep->listener_ = std::move(listener);  // none for a transmit context
+    ep->rx_index_ = rx_index;
+    ep->one_way_ = fclass == FI_CLASS_TX_CTX;
+    ep->local_ = name;  // fi_getname on a context: the scalable endpoint's
+    ep->local_name_ = n;
+    if (ep->one_way_)  // before any bind registers the hook
+      ep->hook_.fn = ep->locked_ ? &tx_ctx_progress_thunk<util::mutex_lock>
+                                 : &tx_ctx_progress_thunk<util::null_lock>;
+    *out = ep.release();
+    return 0;
+  });
+}
+
+endpoint::endpoint(util::domain& dom, const fi_info& info, size_t fclass, void* context)
+    : endpoint_object(fclass, context),
       domain_(&dom),
       type_(info.ep_attr->type),
       caps_(info.caps),
@@ -362,6 +397,7 @@ int endpoint::close() {
   // No progress runs once the hooks are gone (and the domain's thread has
   // let go of this endpoint: remove waits for a run under way).
   if (enabled_ && domain_->progress() == FI_PROGRESS_AUTO) domain_->auto_progress().remove(this);
+  if (adopted_) sep_slot_->sep().disown(this);  // likewise our transmit contexts
   // Sends still gathered leave as they would have without batching (their
   // completions go to the CQ, still bound).
   with_lock([&]<class Lock>() {
@@ -381,6 +417,8 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
     return to_fi(errc::opbadstate);
   }
   if (bfid && bfid->fclass == FI_CLASS_SRX_CTX) return bind_srx(bfid, flags);
+  if (bfid && bfid->fclass == FI_CLASS_AV && sep_slot_ && !sep_slot_->admits_av(&fid))
+    return to_fi(errc::inval);  // logged
   return bound_.bind(*domain_, bfid, flags, hook_, epoll_.get());
 }
 
@@ -401,8 +439,9 @@ int endpoint::control(int command, void* arg) {
 int endpoint::enable() {
   if (enabled_) return 0;
   auto* prov = &provider();
-  if (int ret = bound_.check_enable(prov, type_, caps_)) return ret;
-  if (type_ == FI_EP_RDM) {
+  if (int ret = bound_.check_enable(prov, type_, util::caps_needing_bindings(fid.fclass, caps_)))
+    return ret;
+  if (type_ == FI_EP_RDM && listener_.valid()) {  // a transmit context listens nowhere
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = &listener_;
@@ -466,6 +505,18 @@ int endpoint::enable() {
       enabled_ = false;
       return to_fi(e);
     }
+  }
+  // A receive context that no CQ or counter drives (caps_needing_bindings)
+  // is driven by its transmit contexts under manual progress.
+  if (sep_slot_ && fid.fclass == FI_CLASS_RX_CTX && domain_->progress() != FI_PROGRESS_AUTO &&
+      !bound_.rx_cq && !bound_.recv_cntr && !bound_.rem_read_cntr && !bound_.rem_write_cntr) {
+    try {
+      sep_slot_->sep().adopt(hook_);
+    } catch (const std::bad_alloc&) {
+      enabled_ = false;
+      return to_fi(errc::nomem);
+    }
+    adopted_ = true;
   }
   return 0;
 }
@@ -575,6 +626,11 @@ int endpoint::setname(const void* addr, size_t addrlen) {
     return to_fi(errc::inval);
   }
   if (enabled_ || connect_called_ || msg_conn_) return to_fi(errc::opbadstate);
+  if (sep_slot_) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
+              "fi_setname: a context is named by its scalable endpoint");
+    return to_fi(errc::opbadstate);
+  }
   if (type_ == FI_EP_MSG) {
     std::memcpy(&src_, sa, util::sockaddr_len(sa));
     src_set_ = true;

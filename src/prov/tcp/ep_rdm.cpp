@@ -29,10 +29,14 @@ namespace weft::tcp {
 
 namespace {
 
-frame hello_frame(const peer_name& me) noexcept {
+// `one_way`: we are a transmit context (proto::feature_one_way); `rx_index`:
+// the receive context of the peer we mean, or (answering) the one we are.
+frame hello_frame(const peer_name& me, bool one_way, uint8_t rx_index) noexcept {
   frame f{};
   f.op = proto::op::hello;
   f.minor = proto::minor_version;
+  f.features = one_way ? proto::feature_one_way : 0;
+  f.rx_index = rx_index;
   f.addr_len = me.len;
   std::memcpy(f.addr, me.bytes, me.len);
   return f;
@@ -63,6 +67,11 @@ void endpoint::map(conn& c, fi_addr_t a) noexcept {
 void endpoint::unmap(conn& c) noexcept {
   if (c.mapped && c.addr < peers_.size() && peers_[c.addr] == &c) peers_[c.addr] = nullptr;
   c.mapped = false;
+  if (c.rx_keyed) {
+    auto it = rx_peers_.find(c.rx_dest);
+    if (it != rx_peers_.end() && it->second == &c) rx_peers_.erase(it);
+    c.rx_keyed = false;
+  }
 }
 
 fi_addr_t endpoint::lookup(const peer_name& n) noexcept {
@@ -89,7 +98,9 @@ void endpoint::relabel(bool inserted_only) noexcept {
   util::av* av = bound_.av_.get();
   if (!av || type_ != FI_EP_RDM) return;
   for (conn* c = conns_; c; c = c->next) {
-    if (!c->name.len) continue;
+    // One opened to a receive context is found by its destination, which
+    // conn_for_rx_ctx checks against the AV at each send.
+    if (!c->name.len || c->rx_keyed) continue;
     if (c->addr != FI_ADDR_NOTAVAIL) {
       if (inserted_only || av->entry(c->addr)) continue;
       unmap(*c);  // its address was removed: unknown until inserted again
@@ -98,7 +109,8 @@ void endpoint::relabel(bool inserted_only) noexcept {
     fi_addr_t a = lookup(c->name);
     if (a == FI_ADDR_NOTAVAIL) continue;
     c->addr = a;
-    if (a >= peers_.size() || !peers_[a]) map(*c, a);
+    // A one-way connection names a sender and never serves our sends.
+    if (!c->one_way && (a >= peers_.size() || !peers_[a])) map(*c, a);
   }
   // Under a shared context this runs over every endpoint's queued messages:
   // they share our AV (srx_ctx::attach), and each names its own endpoint.
@@ -115,6 +127,8 @@ fi_addr_t endpoint::queued_source(fi_peer_rx_entry* e) noexcept {
 
 template <class Lock>
 conn* endpoint::conn_to(fi_addr_t dest, int* err) noexcept {
+  if (bound_.av_->rx_index(dest)) [[unlikely]]
+    return conn_for_rx_ctx<Lock>(dest, err);
   if (dest < peers_.size()) {
     if (conn* c = peers_[dest]) {
       // fi_av_remove may have freed the address, and a later insert given
@@ -147,7 +161,7 @@ conn* endpoint::connect_to(fi_addr_t dest, int* err) noexcept {
     return nullptr;
   }
   for (conn* c = conns_; c; c = c->next)
-    if (!c->mapped && c->state == conn_state::connected &&
+    if (!c->mapped && !c->one_way && !c->rx_keyed && c->state == conn_state::connected &&
         (c->addr == FI_ADDR_NOTAVAIL || (c->standby && c->addr == dest)) && c->name == want) {
       c->standby = false;
       map(*c, dest);
@@ -159,6 +173,13 @@ conn* endpoint::connect_to(fi_addr_t dest, int* err) noexcept {
     *err = to_fi(errc::nomem);
     return nullptr;
   }
+  conn* p = open_conn(to, want, 0, err);
+  if (p) map(*p, dest);
+  return p;
+}
+
+conn* endpoint::open_conn(const sockaddr_storage& to, const peer_name& want, uint8_t rx_index,
+                          int* err) noexcept {
   util::unique_fd s = stream_socket(to.ss_family);
   if (!s.valid()) {
     *err = to_fi(errc_of_errno(errno));
@@ -174,14 +195,73 @@ conn* endpoint::connect_to(fi_addr_t dest, int* err) noexcept {
   c->peer = to;
   c->name = want;
   c->deadline_ns = deadline();
-  c->set_ctrl(hello_frame(local_name_), nullptr, 0);
-  if (::connect(c->fd(), reinterpret_cast<sockaddr*>(&to), util::sockaddr_len(
-                    reinterpret_cast<sockaddr*>(&to))) != 0 &&
+  c->set_ctrl(hello_frame(local_name_, one_way_, rx_index), nullptr, 0);
+  if (::connect(c->fd(), reinterpret_cast<const sockaddr*>(&to),
+                util::sockaddr_len(reinterpret_cast<const sockaddr*>(&to))) != 0 &&
       errno != EINPROGRESS)
     c->connect_errno = errno;  // reported as an error completion by progress
   conn* p = adopt(std::move(c), EPOLLIN | EPOLLOUT | EPOLLRDHUP);
-  map(*p, dest);
   arm_timer(p->deadline_ns);
+  return p;
+}
+
+// A receive context of a peer: its scalable endpoint's address with the
+// index added to the port (sep.cpp), over a connection of its own, found by
+// the destination as the application wrote it. The AV entry is checked at
+// each send, as conn_to checks a mapped one: a removed and reused address
+// must not reach the old peer.
+template <class Lock>
+conn* endpoint::conn_for_rx_ctx(fi_addr_t dest, int* err) noexcept {
+  auto* prov = &provider();
+  util::av* av = bound_.av_.get();
+  const uint64_t index = av->rx_index(dest);
+  const fi_addr_t base = av->strip_rx(dest);
+  const uint8_t* entry = av->entry(base);
+  if (!entry) {
+    WEFT_WARN(prov, FI_LOG_EP_DATA, "send to fi_addr %llu: not in the address vector",
+              static_cast<unsigned long long>(base));
+    *err = to_fi(errc::inval);
+    return nullptr;
+  }
+  if (auto it = rx_peers_.find(dest); it != rx_peers_.end()) {
+    conn* c = it->second;
+    if (std::memcmp(entry, c->av_entry, av_entry_size_) == 0) return c;
+    unmap(*c);  // the address was given to another peer: a new connection
+  }
+  sockaddr_storage to{};
+  if (av->codec().decode(entry, &to, sizeof to) > sizeof to) {
+    *err = to_fi(errc::inval);
+    return nullptr;
+  }
+  const unsigned port = util::sockaddr_port(reinterpret_cast<sockaddr*>(&to));
+  if (index >= max_contexts || port + index > 65535) {
+    WEFT_WARN(prov, FI_LOG_EP_DATA,
+              "send to receive context %llu of fi_addr %llu: a tcp scalable endpoint has at "
+              "most %zu, from its port (%u) up",
+              static_cast<unsigned long long>(index), static_cast<unsigned long long>(base),
+              max_contexts, port);
+    *err = to_fi(errc::inval);
+    return nullptr;
+  }
+  util::set_sockaddr_port(reinterpret_cast<sockaddr*>(&to), static_cast<uint16_t>(port + index));
+  peer_name want;
+  if (!name_of(reinterpret_cast<sockaddr*>(&to), want)) {
+    *err = to_fi(errc::inval);
+    return nullptr;
+  }
+  try {
+    rx_peers_.reserve(rx_peers_.size() + 1);
+  } catch (...) {
+    *err = to_fi(errc::nomem);
+    return nullptr;
+  }
+  conn* p = open_conn(to, want, static_cast<uint8_t>(index), err);
+  if (!p) return nullptr;
+  p->addr = base;  // for what is logged of it; never mapped
+  std::memcpy(p->av_entry, entry, av_entry_size_);
+  p->rx_keyed = true;
+  p->rx_dest = dest;
+  rx_peers_[dest] = p;
   return p;
 }
 
@@ -236,9 +316,32 @@ bool endpoint::on_hello(conn& c) noexcept {
     connected<Lock>(c);  // the peer keeps this connection: the queue may go
     return c.readable();
   }
+  if (f.rx_index != rx_index_) {
+    // The sender means another receive context than ours: an index past
+    // its peer's count reached a listener that is not its peer's.
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
+              "tcp peer %s asked for receive context %u, this endpoint is context %u: refused",
+              describe(c.peer).c_str(), unsigned{f.rx_index}, unsigned{rx_index_});
+    frame no{};
+    no.op = proto::op::cm_resp;
+    no.status = FI_ECONNREFUSED;
+    no.minor = proto::minor_version;
+    c.set_ctrl(no, nullptr, 0);
+    c.state = conn_state::closing;
+    flush<Lock>(c);
+    return false;
+  }
   c.name = n;
   fi_addr_t a = lookup(n);
   c.addr = a;
+  if (f.features & proto::feature_one_way) {
+    // A transmit context's: it names the sender (FI_SOURCE, directed
+    // receives) and carries only its operations; our sends go elsewhere.
+    c.one_way = true;
+    c.set_ctrl(hello_frame(local_name_, false, rx_index_), nullptr, 0);
+    connected<Lock>(c);
+    return c.readable();
+  }
   conn* other = a < peers_.size() ? peers_[a] : nullptr;
   bool self = n == local_name_;
   if (other && other != &c && other->active && !self && local_name_ < n &&
@@ -282,7 +385,7 @@ bool endpoint::on_hello(conn& c) noexcept {
   // peer that restarted, stays open unmapped until it ends). A connection
   // to ourselves keeps the active side mapped.
   if (a != FI_ADDR_NOTAVAIL && !c.standby && !(self && other && other != &c)) map(c, a);
-  c.set_ctrl(hello_frame(local_name_), nullptr, 0);
+  c.set_ctrl(hello_frame(local_name_, false, rx_index_), nullptr, 0);
   connected<Lock>(c);
   return c.readable();
 }

@@ -258,7 +258,7 @@ size_t build_header(const frame& f, std::span<std::byte> out) noexcept {
       break;
     }
     case op::hello: {
-      proto::hello_ext e{f.features, f.minor, f.addr_len, 0, {}};
+      proto::hello_ext e{f.features, f.minor, f.addr_len, f.rx_index, {}};
       std::memcpy(e.addr, f.addr, f.addr_len);
       store(ext, e);
       break;
@@ -372,6 +372,7 @@ frame_reader::check frame_reader::decode_ext() noexcept {
       f_.features = e.features;
       f_.minor = e.minor;
       f_.addr_len = e.addr_len;
+      f_.rx_index = e.rx_index;
       // Copied whole (fixed size); addr_len is checked by check_frame.
       std::memcpy(f_.addr, e.addr, sizeof f_.addr);
       break;

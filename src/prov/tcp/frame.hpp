@@ -99,6 +99,7 @@ struct frame {
   int32_t status;
   uint8_t req_op;        // error: op of the failed request
   uint8_t addr_len;      // hello
+  uint8_t rx_index;      // hello (proto::hello_ext::rx_index)
   uint8_t addr[proto::hello_addr_max];
   // cm_req with proto::feature_local_stream: the stream offered
   uint32_t local_pid;

@@ -105,7 +105,7 @@ static_assert(std::endian::native == std::endian::little,
 
 inline constexpr uint16_t magic = 0x7477;  // bytes 'w' 't' on the wire
 inline constexpr uint8_t version = 1;      // major
-inline constexpr uint16_t minor_version = 1;
+inline constexpr uint16_t minor_version = 2;
 
 // Features of minor version 1 (cm_ext.features; cm_req offers, cm_resp
 // accepts a subset of the offer).
@@ -116,6 +116,22 @@ inline constexpr uint16_t minor_version = 1;
 // ways, then goes through the stream, and the socket carries only wake
 // bytes (any value, discarded) and the end of the connection.
 inline constexpr uint32_t feature_local_stream = 1u << 0;
+
+// Features of minor version 2 (hello_ext.features, and hello_ext.rx_index;
+// a 1.1 receiver ignores both, as it ignores reserved bytes).
+// feature_one_way: the sender is a transmit context of a scalable endpoint
+// (fi_endpoint(3)). The connection carries only the sender's operations and
+// their answers: the receiver takes what arrives, naming the sender by the
+// hello's address (the scalable endpoint's), but never sends its own
+// operations through it nor counts it in a simultaneous-connect tie-break,
+// for the sender receives nothing else on it.
+// hello_ext.rx_index (every 1.2 hello): the receive context of the peer
+// the sender means, 0 for an endpoint. A scalable endpoint's receive
+// context i listens on its endpoint's port + i; a passive side whose index
+// differs (a context past the peer's count reached another listener)
+// refuses with cm_resp(FI_ECONNREFUSED), so nothing is delivered to an
+// endpoint the sender did not mean.
+inline constexpr uint32_t feature_one_way = 1u << 1;
 
 inline constexpr size_t max_hdr_len = 256;     // base + extension, upper bound
 inline constexpr size_t cm_data_max = 256;     // FI_OPT_CM_DATA_SIZE
@@ -230,7 +246,7 @@ struct hello_ext {
   uint32_t features;
   uint16_t minor;
   uint8_t addr_len;  // 6 (IPv4 AV entry) or 22 (IPv6 AV entry)
-  uint8_t reserved;
+  uint8_t rx_index;  // minor 2: the peer's receive context meant (0 before)
   uint8_t addr[hello_addr_max];  // sender's listening address, network order
 };
 
@@ -271,7 +287,8 @@ static_assert(offsetof(cm_ext, features) == 0 && offsetof(cm_ext, status) == 4 &
               offsetof(cm_ext, minor) == 8);
 static_assert(wire_struct<hello_ext> && sizeof(hello_ext) == 32 && alignof(hello_ext) == 4);
 static_assert(offsetof(hello_ext, features) == 0 && offsetof(hello_ext, minor) == 4 &&
-              offsetof(hello_ext, addr_len) == 6 && offsetof(hello_ext, addr) == 8);
+              offsetof(hello_ext, addr_len) == 6 && offsetof(hello_ext, rx_index) == 7 &&
+              offsetof(hello_ext, addr) == 8);
 static_assert(wire_struct<error_ext> && sizeof(error_ext) == 8 && alignof(error_ext) == 4);
 static_assert(offsetof(error_ext, error) == 0 && offsetof(error_ext, req_op) == 4);
 

@@ -32,6 +32,7 @@
 #include "util/fd.hpp"
 #include "util/lock.hpp"
 #include "util/rma_ops.hpp"
+#include "util/sep.hpp"
 #include "util/srx.hpp"
 #include "util/srx_binding.hpp"
 #include "util/srx_ctx.hpp"
@@ -48,6 +49,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace weft::tcp {
@@ -66,7 +68,15 @@ struct ep_policy {
 class endpoint : public util::endpoint_object<endpoint> {
  public:
   static int open(util::domain& dom, const fi_info& info, fid_ep** out, void* context) noexcept;
-  endpoint(util::domain& dom, const fi_info& info, void* context);
+  // A context of a scalable endpoint (sep.cpp): class FI_CLASS_TX_CTX or
+  // FI_CLASS_RX_CTX, named `name` (the scalable endpoint's). A receive
+  // context listens on `listener` (its endpoint's port + `rx_index`); a
+  // transmit context listens nowhere and opens one-way connections.
+  static int open_context(util::domain& dom, const fi_info& info, size_t fclass,
+                          util::unique_fd listener, uint8_t rx_index,
+                          const sockaddr_storage& name, std::unique_ptr<util::sep_slot> slot,
+                          fid_ep** out, void* context) noexcept;
+  endpoint(util::domain& dom, const fi_info& info, size_t fclass, void* context);
   ~endpoint() override;
 
   // fi_ops / fi_ops_ep
@@ -120,6 +130,14 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   static bool auto_work(void* obj) noexcept {
     return static_cast<endpoint*>(obj)->run_progress<Lock>();
+  }
+  // A transmit context's hook: its pass, then the receive contexts nothing
+  // else drives (util::scalable_ep::adopt).
+  template <class Lock>
+  static void tx_ctx_progress_thunk(void* obj) noexcept {
+    auto* ep = static_cast<endpoint*>(obj);
+    ep->progress<Lock>();
+    ep->sep_slot_->sep().progress_orphans();
   }
   // `shared_rx`: bound to a shared receive context, whose receives are
   // posted on the context: the endpoint's receive calls are -FI_ENOSYS.
@@ -319,6 +337,14 @@ class endpoint : public util::endpoint_object<endpoint> {
   conn* conn_to(fi_addr_t dest, int* err) noexcept;
   template <class Lock>
   conn* connect_to(fi_addr_t dest, int* err) noexcept;
+  // A send to a receive context of a peer (fi_rx_addr, an AV with
+  // rx_ctx_bits): its own connection, to the peer's port + the index.
+  template <class Lock>
+  conn* conn_for_rx_ctx(fi_addr_t dest, int* err) noexcept;
+  // Opens a connection to `to`, named `want`, meaning the peer's receive
+  // context `rx_index`; the hello is queued.
+  conn* open_conn(const sockaddr_storage& to, const peer_name& want, uint8_t rx_index,
+                  int* err) noexcept;
   void accept_incoming() noexcept;
   template <class Lock>
   bool on_hello(conn& c) noexcept;
@@ -442,6 +468,16 @@ class endpoint : public util::endpoint_object<endpoint> {
   static constexpr uint32_t stream_yield_after = 64;
   uint32_t direct_polls_ = 0;
   bool wakes_on_ = false;  // the local stream's peer is asked for wake bytes
+  // Scalable endpoints (sep.cpp): a context's hold on its endpoint; the
+  // receive context index a receive context answers hellos for; whether
+  // our connections are one-way (a transmit context's); receive-context
+  // connections by destination (conn_for_rx_ctx); whether a scalable
+  // endpoint drives us (a receive context with no CQ or counter).
+  std::unique_ptr<util::sep_slot> sep_slot_;
+  uint8_t rx_index_ = 0;
+  bool one_way_ = false;
+  bool adopted_ = false;
+  std::unordered_map<fi_addr_t, conn*> rx_peers_;
   // RDM
   util::unique_fd listener_;
   sockaddr_storage local_{};
@@ -457,6 +493,12 @@ class endpoint : public util::endpoint_object<endpoint> {
 };
 
 bool is_class_ep(const fid* f) noexcept;
+// fi_scalable_ep on a tcp domain (sep.cpp): FI_EP_RDM only.
+int open_sep(util::domain& dom, fi_info* info, fid_ep** out, void* context);
+// The most contexts of each kind a scalable endpoint has (max_ep_tx_ctx,
+// max_ep_rx_ctx): a receive context's index travels in a hello's byte, and
+// each takes a port of its endpoint's block.
+inline constexpr size_t max_contexts = 64;
 extern const fi_ops_cm ep_cm_ops;
 // The next piece of an RMA frame's payload (rma.cpp).
 void rma_next_target(conn& c) noexcept;

@@ -6,6 +6,8 @@
 // goes on serving everyone else.
 #include "tcp_fixture.hpp"
 
+#include <fcntl.h>
+
 namespace tcp_test {
 namespace {
 
@@ -286,6 +288,84 @@ TEST_F(hostile, a_connection_request_to_an_rdm_endpoint_is_refused) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].op, proto::op::cm_resp);
   EXPECT_EQ(got[0].status, FI_ECONNREFUSED);
+}
+
+// A hello meaning a receive context this endpoint is not (an fi_rx_addr
+// index past a scalable endpoint's count, which reached another listener)
+// is refused: nothing is delivered to an endpoint the sender did not mean.
+TEST_F(hostile, a_hello_for_another_receive_context_is_refused) {
+  raw_peer p(name);
+  frame h{};
+  h.op = proto::op::hello;
+  h.minor = proto::minor_version;
+  h.rx_index = 3;
+  h.addr_len = 6;
+  const uint8_t a[6] = {127, 0, 0, 1, 0, 9};
+  std::memcpy(h.addr, a, 6);
+  p.frame_out(h);
+  bool ended = false;
+  std::vector<frame> got = p.read_until_eof(poll(), &ended);
+  EXPECT_TRUE(ended);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].op, proto::op::cm_resp);
+  EXPECT_EQ(got[0].status, FI_ECONNREFUSED);
+  still_works();
+}
+
+// A one-way connection (a scalable endpoint's transmit context) names its
+// sender but never carries the endpoint's own sends: with one open from a
+// peer named like the endpoint's destination, a send still goes out on a
+// connection of its own, which is what the peer's listener sees.
+TEST_F(hostile, a_one_way_connection_never_carries_the_endpoints_sends) {
+  sockaddr_in at{};
+  int l = loopback_listener(at);
+  ASSERT_GE(l, 0);
+  ASSERT_EQ(::fcntl(l, F_SETFL, O_NONBLOCK), 0);  // accept polls
+  fi_addr_t peer = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(fi_av_insert(av, &at, 1, &peer, 0, nullptr), 1);
+  raw_peer p(name);
+  frame h{};
+  h.op = proto::op::hello;
+  h.minor = proto::minor_version;
+  h.features = proto::feature_one_way;
+  h.addr_len = 6;
+  const uint16_t port = ntohs(at.sin_port);
+  const uint8_t a[6] = {127, 0, 0, 1, uint8_t(port >> 8), uint8_t(port)};
+  std::memcpy(h.addr, a, 6);
+  p.frame_out(h);
+  frame_reader r;
+  std::vector<frame> got = ::tcp_test::read_frames(p.fd, r, 1, poll());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].op, proto::op::hello) << "served";
+  // The one-way connection's sender is named: its message reports it.
+  frame m{};
+  m.op = proto::op::tagged;
+  m.tag = 5;
+  m.payload_len = 4;
+  p.frame_out(m, "abc", 4);
+  char in[4] = {};
+  fi_context rc;
+  ASSERT_EQ(fi_trecv(ep, in, sizeof in, nullptr, peer, 5, 0, &rc), 0);
+  ASSERT_EQ(wait_for(&rc), 1) << "a directed receive matches the one-way sender";
+  EXPECT_STREQ(in, "abc");
+  // Our send to that peer: a new connection to its listener, not this one.
+  fi_context sc;
+  ASSERT_EQ(fi_tsend(ep, "xyz", 4, nullptr, peer, 6, &sc), 0);
+  int accepted = -1;
+  drive_until([&] { return (accepted = ::accept4(l, nullptr, nullptr, SOCK_NONBLOCK)) >= 0; },
+              poll());
+  EXPECT_GE(accepted, 0) << "the send opened its own connection";
+  // Progress runs a while longer; the one-way connection stays silent.
+  ssize_t stray = -1;
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (stray < 0 && std::chrono::steady_clock::now() < until) {
+    poll()();
+    char b[64];
+    stray = ::recv(p.fd, b, sizeof b, MSG_DONTWAIT);
+  }
+  EXPECT_LT(stray, 0) << "nothing of ours on the one-way connection";
+  if (accepted >= 0) ::close(accepted);
+  ::close(l);
 }
 
 TEST_F(hostile, a_peer_that_never_speaks_is_dropped_at_the_deadline) {
