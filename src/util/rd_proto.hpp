@@ -89,14 +89,24 @@ struct dgram {
 static_assert(sizeof(dgram) == 32 && std::is_standard_layout_v<dgram>);
 
 // What a message is, for the provider above (op values are its own).
+// rx_index and name_port serve scalable endpoints (fi_endpoint(3)); both
+// were reserved bytes before session 20, and a receiver of then refuses a
+// datagram that sets them (reserved_set), as it should: it could not tell
+// what they mean. A plain endpoint sends both as 0, as before.
 struct msg {
   uint8_t op;          // the provider's operation code
-  uint8_t reserved[7];
+  uint8_t rx_index;    // the receiver's receive context the sender means; 0: an endpoint
+  uint16_t name_port;  // the port the sender is known by; 0: its datagrams' source port
+                       // (a transmit context sends from a socket of its own and is known
+                       // by its scalable endpoint's address)
+  uint8_t reserved[4];
   uint64_t len;        // payload bytes of the whole message
   uint64_t tag;
   uint64_t data;       // remote CQ data
 };
 static_assert(sizeof(msg) == 32 && std::is_standard_layout_v<msg>);
+static_assert(offsetof(msg, rx_index) == 1 && offsetof(msg, name_port) == 2 &&
+              offsetof(msg, reserved) == 4 && offsetof(msg, len) == 8);
 
 // A parsed datagram. Pointers point into the caller's buffer.
 struct view {

@@ -40,8 +40,8 @@ inline constexpr const char* fence_why =
     "(docs/decisions.md)";
 
 inline constexpr const char* sep_why =
-    "scalable endpoints (fi_scalable_ep, FI_NAMED_RX_CTX) are offered on shm and tcp RDM only "
-    "so far "
+    "scalable endpoints (fi_scalable_ep, FI_NAMED_RX_CTX) are offered on RDM endpoints of shm, "
+    "tcp and udp only so far "
     "(issue 14; docs/decisions.md)";
 
 inline const caps_table udp_dgram_caps = {
@@ -65,12 +65,11 @@ inline const caps_table udp_rdm_caps = {
     "udp",
     FI_EP_RDM,
     FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV |
-        FI_AV_USER_ID | FI_TRIGGER | rma_atomic_caps,
+        FI_AV_USER_ID | FI_TRIGGER | FI_NAMED_RX_CTX | rma_atomic_caps,
     8,
     {
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
         {FI_FENCE, fence_why},
-        {FI_NAMED_RX_CTX, sep_why},
     },
     true,
 };

@@ -112,8 +112,10 @@ fi_info tmpl = [] {
 
 // FI_EP_RDM: reliable datagrams (rdm.hpp). Messages and tagged messages,
 // RMA and atomics (executed at the target, rdm_rma.cpp).
-constexpr uint64_t rdm_tx_caps =
-    FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_TRIGGER;
+// FI_NAMED_RX_CTX: fi_rx_addr reaches a scalable endpoint's receive context
+// (sep.cpp).
+constexpr uint64_t rdm_tx_caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ |
+                                 FI_WRITE | FI_TRIGGER | FI_NAMED_RX_CTX;
 constexpr uint64_t rdm_rx_caps = FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_MULTI_RECV |
                                  FI_DIRECTED_RECV | FI_AV_USER_ID | FI_RMA | FI_ATOMIC |
                                  FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT | FI_TRIGGER;
@@ -165,6 +167,9 @@ fi_domain_attr rdm_dom = [] {
   // fi_srx_context: every RDM endpoint of the domain may share one
   // (util::srx_ctx); DGRAM endpoints have no matching engine to share.
   d.max_ep_srx_ctx = d.ep_cnt;
+  // fi_scalable_ep: contexts are RDM endpoints (sep.cpp).
+  d.max_ep_tx_ctx = max_contexts;
+  d.max_ep_rx_ctx = max_contexts;
   return d;
 }();
 

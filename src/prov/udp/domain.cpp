@@ -65,6 +65,7 @@ const util::domain_hooks domain_hooks = {
     .codec = codec_for,
     .query_atomic = query_atomic,
     .srx_ctx = open_srx,
+    .scalable_ep = open_sep,  // FI_EP_RDM: sep.cpp
 };
 
 }  // namespace weft::udp

@@ -24,6 +24,7 @@
 #include "prov/udp/udp.hpp"
 #include "util/rd_link.hpp"
 #include "util/rma_ops.hpp"
+#include "util/sep.hpp"
 #include "util/srx.hpp"
 #include "util/srx_binding.hpp"
 #include "util/srx_ctx.hpp"
@@ -140,6 +141,12 @@ struct rdm_peer {
   bool rx_dropped = false;          // no entry: its datagrams are acknowledged and dropped
   bool ack_listed = false;
   bool refused_listed = false;      // in the endpoint's refused_ list
+  // Scalable endpoints: the receive context of it we send to
+  // (rd::msg::rx_index; fi_rx_addr), and the port it is known by when not
+  // its socket's (a transmit context's: rd::msg::name_port; 0: its own).
+  // (In the padding after the flags: an idle peer stays within 256 bytes.)
+  uint8_t to_index = 0;
+  uint16_t name_port = 0;
 
   // Something of it is half-received, or answers of it are owed to us.
   bool waited_for() const noexcept { return rx || rma || awaiting; }
@@ -174,7 +181,15 @@ struct rdm_unexp {
 class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
  public:
   static int open(util::domain& dom, const fi_info& info, fid_ep** out, void* context) noexcept;
-  rdm_endpoint(util::domain& dom, const fi_info& info, void* context);
+  // A context of a scalable endpoint (sep.cpp): class FI_CLASS_TX_CTX or
+  // FI_CLASS_RX_CTX on socket `s` (a receive context: its endpoint's port +
+  // `rx_index`; a transmit context: a port of its own), named `name` (the
+  // scalable endpoint's).
+  static int open_context(util::domain& dom, const fi_info& info, size_t fclass,
+                          util::unique_fd s, uint8_t rx_index, const sockaddr_storage& name,
+                          std::unique_ptr<util::sep_slot> slot, fid_ep** out,
+                          void* context) noexcept;
+  rdm_endpoint(util::domain& dom, const fi_info& info, size_t fclass, void* context);
   ~rdm_endpoint() override;
 
   int close();
@@ -205,6 +220,14 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   template <class Lock>
   static void progress_thunk(void* obj) noexcept {
     static_cast<rdm_endpoint*>(obj)->progress<Lock>();
+  }
+  // A transmit context's hook: its pass, then the receive contexts nothing
+  // else drives (util::scalable_ep::adopt).
+  template <class Lock>
+  static void tx_ctx_progress_thunk(void* obj) noexcept {
+    auto* ep = static_cast<rdm_endpoint*>(obj);
+    ep->progress<Lock>();
+    ep->sep_slot_->sep().progress_orphans();
   }
   // FI_PROGRESS_AUTO: the domain's thread runs this when the socket or the
   // retransmission timer is ready (util/progress_thread.hpp).
@@ -249,6 +272,8 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
  private:
   int enable();
   errc open_socket(const sockaddr* addr, socklen_t len);
+  // Makes `s` (bound) the endpoint's socket: buffers, window, name.
+  void take_socket(util::unique_fd s) noexcept;
   template <class Lock>
   auto guard() noexcept {
     if constexpr (std::is_same_v<Lock, util::null_lock>)
@@ -266,6 +291,11 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
 
   // Peers (rdm_data.cpp). Under the endpoint lock.
   rdm_peer* peer_for_send(fi_addr_t dest, int* err) noexcept;
+  // A send to receive context i of a peer (an AV with rx_ctx_bits): the
+  // peer's port + i (sep.cpp), looked up by socket address.
+  rdm_peer* peer_for_rx_ctx(fi_addr_t dest, int* err) noexcept;
+  // How completions name p: by its name port when it has one.
+  fi_addr_t name_of(const rdm_peer& p) const noexcept;
   rdm_peer* peer_from(const sockaddr_storage& from, socklen_t len) noexcept;
   uint32_t next_epoch() noexcept;
   void mark_busy(rdm_peer& p) noexcept;
@@ -363,6 +393,14 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
 
   util::ref<util::domain> domain_;
   util::ep_bindings bound_;
+  // Scalable endpoints (sep.cpp): a context's hold on its endpoint; the
+  // receive context index we answer to (a datagram meaning another is
+  // dropped); the port we are known by (0: our socket's); whether the
+  // endpoint drives us (a receive context with no CQ or counter).
+  std::unique_ptr<util::sep_slot> sep_slot_;
+  uint8_t rx_index_ = 0;
+  uint16_t name_port_ = 0;
+  bool adopted_ = false;
   util::unique_fd sock_;
   // The descriptor our CQs, counters and the progress thread sleep on: an
   // epoll set of the socket and a timer that ticks while anything is in

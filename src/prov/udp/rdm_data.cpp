@@ -140,7 +140,7 @@ rdm_peer* rdm_endpoint::peer_from(const sockaddr_storage& from, socklen_t len) n
       p.seg = segment_for(sa, len);
       p.link.configure(rd_cfg_);
       p.link.start(next_epoch());
-      p.src = lookup(bound_.av_.get(), sa, len);
+      p.src = lookup(bound_.av_.get(), sa, len);  // no name port yet
     }
     return &p;
   } catch (const std::bad_alloc&) {
@@ -149,8 +149,43 @@ rdm_peer* rdm_endpoint::peer_from(const sockaddr_storage& from, socklen_t len) n
   }
 }
 
+fi_addr_t rdm_endpoint::name_of(const rdm_peer& p) const noexcept {
+  if (!p.name_port) return lookup(bound_.av_.get(), p.sa(), p.sa_len());
+  sockaddr_storage n{};
+  std::memcpy(&n, p.sa(), p.sa_len());
+  util::set_sockaddr_port(reinterpret_cast<sockaddr*>(&n), p.name_port);
+  return lookup(bound_.av_.get(), reinterpret_cast<sockaddr*>(&n), p.sa_len());
+}
+
+rdm_peer* rdm_endpoint::peer_for_rx_ctx(fi_addr_t dest, int* err) noexcept {
+  const util::av& av = *bound_.av_;
+  const uint64_t index = av.rx_index(dest);
+  const fi_addr_t base = av.strip_rx(dest);
+  sockaddr_storage to;
+  socklen_t tl = sockaddr_of(av, base, to);
+  const unsigned port = tl ? util::sockaddr_port(reinterpret_cast<sockaddr*>(&to)) : 0;
+  if (!tl || index >= max_contexts || port + index > 65535) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+              tl ? "send to receive context %llu of fi_addr %llu: a udp scalable endpoint has at "
+                   "most 64, from its port up"
+                 : "send to receive context %llu of fi_addr %llu: not in the address vector",
+              static_cast<unsigned long long>(index), static_cast<unsigned long long>(base));
+    *err = to_fi(errc::inval);
+    return nullptr;
+  }
+  util::set_sockaddr_port(reinterpret_cast<sockaddr*>(&to), uint16_t(port + index));
+  rdm_peer* p = peer_from(to, tl);
+  if (!p) {
+    *err = to_fi(errc::nomem);
+    return nullptr;
+  }
+  p->to_index = uint8_t(index);
+  return p;
+}
+
 rdm_peer* rdm_endpoint::peer_for_send(fi_addr_t dest, int* err) noexcept {
   if (dest < by_fi_.size() && by_fi_[dest]) return by_fi_[dest];
+  if (bound_.av_ && bound_.av_->rx_index(dest)) return peer_for_rx_ctx(dest, err);
   sockaddr_storage to;
   socklen_t tl = bound_.av_ ? sockaddr_of(*bound_.av_, dest, to) : 0;
   if (!tl) {
@@ -196,7 +231,7 @@ void rdm_endpoint::relabel(bool inserted_only) noexcept {
   const util::av* av = bound_.av_.get();
   if (!inserted_only) std::fill(by_fi_.begin(), by_fi_.end(), nullptr);  // may name others now
   for (auto& [key, p] : peers_)
-    if (!inserted_only || p.src == FI_ADDR_NOTAVAIL) p.src = lookup(av, key.sa(), key.len);
+    if (!inserted_only || p.src == FI_ADDR_NOTAVAIL) p.src = av ? name_of(p) : FI_ADDR_NOTAVAIL;
   rx_.relabel<Lock>(
       [](fi_peer_rx_entry* e) {
         auto* b = static_cast<rdm_unexp*>(e->peer_context);
@@ -297,6 +332,8 @@ ssize_t rdm_endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void*
   t->hdr.len = len;
   t->hdr.tag = tag;
   t->hdr.data = (flags & FI_REMOTE_CQ_DATA) ? data : 0;
+  t->hdr.rx_index = p->to_index;   // as enqueue (rdm_rma.cpp) sets them
+  t->hdr.name_port = name_port_;
   if (flags & FI_INJECT) {
     size_t off = 0;
     for (size_t i = 0; i < count; ++i) {
@@ -643,6 +680,22 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
       drop_rma<Lock>(p, FI_EIO, false);
       p.rx_dropped = false;
     }
+    if (v.m.rx_index != rx_index_ || v.m.name_port != p.name_port) [[unlikely]] {
+      if (v.m.rx_index != rx_index_) {
+        // Meant for another receive context: an fi_rx_addr index past its
+        // peer's count reached another socket's port. Nothing is delivered
+        // to an endpoint the sender did not mean.
+        WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+                  "udp RDM peer %s: dropped a message meant for receive context %u (this is %u)",
+                  util::format_sockaddr(p.sa()).c_str(), unsigned(v.m.rx_index),
+                  unsigned(rx_index_));
+        p.rx_dropped = !(h.flags & rd::flag_last);
+        return true;
+      }
+      // A transmit context: known by its scalable endpoint's port.
+      p.name_port = v.m.name_port;
+      p.src = name_of(p);
+    }
     const uint8_t op = v.m.op & ~rdm_op_with_data;
     // The one dispatch on the operation: RMA and atomics are rdm_rma.cpp's.
     if (op > uint8_t(rdm_op::tagged)) return take_rma<Lock>(p, v);
@@ -658,7 +711,7 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
       p.rx_dropped = !(h.flags & rd::flag_last);
       return true;
     }
-    if (p.src == FI_ADDR_NOTAVAIL) p.src = lookup(bound_.av_.get(), p.sa(), p.sa_len());
+    if (p.src == FI_ADDR_NOTAVAIL) p.src = name_of(p);
     fi_peer_match_attr a{p.src, v.m.len, v.m.tag};
     fi_peer_rx_entry* e = nullptr;
     int r = rx_.get<Lock>(tagged, a, &e);

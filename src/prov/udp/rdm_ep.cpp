@@ -25,7 +25,10 @@ namespace weft::udp {
 
 namespace {
 
-bool is_rdm_ep(const fid* f) noexcept { return util::is_class(f, FI_CLASS_EP); }
+bool is_rdm_ep(const fid* f) noexcept {
+  return util::is_class(f, FI_CLASS_EP) || util::is_class(f, FI_CLASS_TX_CTX) ||
+         util::is_class(f, FI_CLASS_RX_CTX);
+}
 
 int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
   if (!is_rdm_ep(f)) return to_fi(errc::inval);
@@ -65,8 +68,17 @@ int rdm_endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out,
     WEFT_WARN(prov, FI_LOG_EP_CTRL, "the source address is not an IP address");
     return to_fi(errc::inval);
   }
+  // Several contexts are a scalable endpoint's (fi_scalable_ep).
+  for (size_t n : {info.ep_attr->tx_ctx_cnt, info.ep_attr->rx_ctx_cnt})
+    if (n > 1 && n != FI_SHARED_CONTEXT) {
+      WEFT_WARN(prov, FI_LOG_EP_CTRL,
+                "fi_endpoint: %zu contexts asked (ep_attr tx_ctx_cnt / rx_ctx_cnt): an endpoint "
+                "has one; several are opened with fi_scalable_ep",
+                n);
+      return to_fi(errc::inval);
+    }
   return abi_guard([&]() -> int {
-    auto ep = std::make_unique<rdm_endpoint>(dom, info, context);
+    auto ep = std::make_unique<rdm_endpoint>(dom, info, FI_CLASS_EP, context);
     const sockaddr* src = static_cast<const sockaddr*>(info.src_addr);
     sockaddr_storage any{};
     if (!src) {
@@ -79,8 +91,29 @@ int rdm_endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out,
   });
 }
 
-rdm_endpoint::rdm_endpoint(util::domain& dom, const fi_info& info, void* context)
-    : endpoint_object(FI_CLASS_EP, context),
+int rdm_endpoint::open_context(util::domain& dom, const fi_info& info, size_t fclass,
+                               util::unique_fd s, uint8_t rx_index, const sockaddr_storage& name,
+                               std::unique_ptr<util::sep_slot> slot, fid_ep** out,
+                               void* context) noexcept {
+  return abi_guard([&]() -> int {
+    auto ep = std::make_unique<rdm_endpoint>(dom, info, fclass, context);
+    ep->take_socket(std::move(s));
+    ep->sep_slot_ = std::move(slot);
+    ep->rx_index_ = rx_index;
+    ep->name_port_ = util::sockaddr_port(reinterpret_cast<const sockaddr*>(&name));
+    // fi_getname on a context: the scalable endpoint's.
+    ep->local_ = name;
+    ep->local_len_ = util::sockaddr_len(reinterpret_cast<const sockaddr*>(&name));
+    if (fclass == FI_CLASS_TX_CTX)  // before any bind registers the hook
+      ep->hook_.fn = ep->locked_ ? &tx_ctx_progress_thunk<util::mutex_lock>
+                                 : &tx_ctx_progress_thunk<util::null_lock>;
+    *out = ep.release();
+    return 0;
+  });
+}
+
+rdm_endpoint::rdm_endpoint(util::domain& dom, const fi_info& info, size_t fclass, void* context)
+    : endpoint_object(fclass, context),
       domain_(&dom),
       caps_(info.caps),
       tx_op_flags_(info.tx_attr ? info.tx_attr->op_flags : 0),
@@ -130,6 +163,11 @@ errc rdm_endpoint::open_socket(const sockaddr* addr, socklen_t len) {
            : e == EMFILE                      ? errc::mfile
                                               : errc::other;
   }
+  take_socket(std::move(s));
+  return errc::ok;
+}
+
+void rdm_endpoint::take_socket(util::unique_fd s) noexcept {
   int size = socket_buffer;
   setsockopt(s.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
   setsockopt(s.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
@@ -145,13 +183,13 @@ errc rdm_endpoint::open_socket(const sockaddr* addr, socklen_t len) {
   local_len_ = sizeof local_;
   ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&local_), &local_len_);
   sock_ = std::move(s);
-  return errc::ok;
 }
 
 int rdm_endpoint::close() {
   if (busy()) return to_fi(errc::busy);
   // The domain's thread lets go of us first (remove waits for a run under way).
   if (enabled_ && auto_) domain_->auto_progress().remove(this);
+  if (adopted_) sep_slot_->sep().disown(this);  // likewise our transmit contexts
   // Under a shared context (which outlives us): what we were filling fails
   // and what we queued is withdrawn, while our CQ is still bound.
   if (enabled_ && !srx_) with_lock([&]<class Lock>() { retire_receives<Lock>(); });
@@ -190,6 +228,8 @@ int rdm_endpoint::bind(struct fid* bfid, uint64_t flags) {
     return to_fi(errc::opbadstate);
   }
   if (bfid && bfid->fclass == FI_CLASS_SRX_CTX) return bind_srx(bfid, flags);
+  if (bfid && bfid->fclass == FI_CLASS_AV && sep_slot_ && !sep_slot_->admits_av(&fid))
+    return to_fi(errc::inval);  // logged
   // A CQ or counter someone may sleep on watches our wait set (the socket
   // and the timer: tick_for_sleepers). The set is opened with the first
   // such binding, so an endpoint only polled costs one descriptor.
@@ -217,7 +257,9 @@ int rdm_endpoint::control(int command, void* arg) {
 
 int rdm_endpoint::enable() {
   if (enabled_) return 0;
-  if (int ret = bound_.check_enable(&provider(), FI_EP_RDM, caps_)) return ret;
+  if (int ret = bound_.check_enable(&provider(), FI_EP_RDM,
+                                    util::caps_needing_bindings(fid.fclass, caps_)))
+    return ret;
   want_source_ = (caps_ & FI_SOURCE) != 0;
   if (bound_.av_) {
     try {
@@ -267,6 +309,18 @@ int rdm_endpoint::enable() {
       enabled_ = false;
       return to_fi(e);
     }
+  }
+  // A receive context that no CQ or counter drives (caps_needing_bindings)
+  // is driven by its transmit contexts under manual progress.
+  if (sep_slot_ && fid.fclass == FI_CLASS_RX_CTX && !auto_ && !bound_.rx_cq &&
+      !bound_.recv_cntr && !bound_.rem_read_cntr && !bound_.rem_write_cntr) {
+    try {
+      sep_slot_->sep().adopt(hook_);
+    } catch (const std::bad_alloc&) {
+      enabled_ = false;
+      return to_fi(errc::nomem);
+    }
+    adopted_ = true;
   }
   return 0;
 }
@@ -326,6 +380,11 @@ int rdm_endpoint::setname(const void* addr, size_t addrlen) {
   auto* sa = static_cast<const sockaddr*>(addr);
   if (!addr || addrlen < util::sockaddr_len(sa) || !util::sockaddr_len(sa)) return to_fi(errc::inval);
   if (enabled_) return to_fi(errc::opbadstate);
+  if (sep_slot_) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
+              "fi_setname: a context is named by its scalable endpoint");
+    return to_fi(errc::opbadstate);
+  }
   int old = sock_.get();
   const sockaddr_storage old_local = local_;
   const socklen_t old_len = local_len_;

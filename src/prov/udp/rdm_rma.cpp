@@ -110,6 +110,8 @@ const fi_ops_atomic* rdm_endpoint::atomic_table() noexcept {
 // ---- initiator ----------------------------------------------------------------------
 
 void rdm_endpoint::enqueue(rdm_peer& p, rdm_tx* t) noexcept {
+  t->hdr.rx_index = p.to_index;   // the receive context we mean (fi_rx_addr)
+  t->hdr.name_port = name_port_;  // a context: its scalable endpoint's port
   t->next = nullptr;
   t->queued = 0;
   if (p.tail)

@@ -58,6 +58,12 @@ extern const util::domain_hooks domain_hooks;
 inline constexpr size_t max_iov = 4;
 
 bool is_class_ep(const fid* f) noexcept;
+// fi_scalable_ep on a udp domain (sep.cpp): FI_EP_RDM only.
+int open_sep(util::domain& dom, fi_info* info, fid_ep** out, void* context);
+// The most contexts of each kind a scalable endpoint has (max_ep_tx_ctx,
+// max_ep_rx_ctx): a receive context's index travels in a message header's
+// byte, and each takes a port of its endpoint's block.
+inline constexpr size_t max_contexts = 64;
 
 // Internal send flag: fi_inject asks for no completion whatever the flags.
 // Bit 63 is not an operation flag of the API.

@@ -562,7 +562,10 @@ TEST(rd_proto, malformed_datagrams_are_refused_with_their_reason) {
   auto noinst = d;
   std::memset(noinst.data() + 28, 0, 4);
   EXPECT_EQ(parse(noinst.data(), noinst.size(), v), malformed::zero_instance);
-  set(33, 1, malformed::reserved_set);  // msg.reserved
+  set(36, 1, malformed::reserved_set);  // msg.reserved
+  set(39, 1, malformed::reserved_set);
+  set(33, 3, malformed::none);  // msg.rx_index
+  set(34, 1, malformed::none);  // msg.name_port
   auto z = d;
   std::memset(z.data() + 4, 0, 4);
   EXPECT_EQ(parse(z.data(), z.size(), v), malformed::zero_epoch);
