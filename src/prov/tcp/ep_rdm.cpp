@@ -249,19 +249,24 @@ conn* endpoint::conn_for_rx_ctx(fi_addr_t dest, int* err) noexcept {
     *err = to_fi(errc::inval);
     return nullptr;
   }
+  // The table's node first: nothing to undo but it if the connection fails.
+  decltype(rx_peers_)::iterator slot;
   try {
-    rx_peers_.reserve(rx_peers_.size() + 1);
+    slot = rx_peers_.insert_or_assign(dest, nullptr).first;
   } catch (...) {
     *err = to_fi(errc::nomem);
     return nullptr;
   }
   conn* p = open_conn(to, want, static_cast<uint8_t>(index), err);
-  if (!p) return nullptr;
+  if (!p) {
+    rx_peers_.erase(slot);
+    return nullptr;
+  }
   p->addr = base;  // for what is logged of it; never mapped
   std::memcpy(p->av_entry, entry, av_entry_size_);
   p->rx_keyed = true;
   p->rx_dest = dest;
-  rx_peers_[dest] = p;
+  slot->second = p;
   return p;
 }
 
