@@ -40,14 +40,15 @@ inline constexpr const char* fence_why =
     "(docs/decisions.md)";
 
 inline constexpr const char* sep_why =
-    "scalable endpoints (fi_scalable_ep, FI_NAMED_RX_CTX) are offered on RDM endpoints of shm, "
-    "tcp and udp only so far "
+    "scalable endpoints (fi_scalable_ep, FI_NAMED_RX_CTX) are offered on shm, udp and tcp "
+    "FI_EP_RDM, not yet through lnx "
     "(issue 14; docs/decisions.md)";
 
 inline const caps_table udp_dgram_caps = {
     "udp",
     FI_EP_DGRAM,
-    FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_MULTI_RECV | FI_AV_USER_ID | FI_TRIGGER,
+    FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_MULTI_RECV | FI_AV_USER_ID | FI_TRIGGER |
+        FI_NAMED_RX_CTX,
     0,
     {
         {FI_TAGGED, "udp sends bare datagrams: no header carries a tag"},
@@ -56,7 +57,6 @@ inline const caps_table udp_dgram_caps = {
         {0, "udp sends bare datagrams: no header carries remote CQ data"},
         {FI_SHARED_AV, "named AVs share only shm addresses (an IP address is not one process's)"},
         {FI_FENCE, fence_why},
-        {FI_NAMED_RX_CTX, sep_why},
     },
     true,
 };

@@ -549,5 +549,62 @@ TEST_P(sep, bad_input_is_refused_and_changes_nothing) {
 
 INSTANTIATE_TEST_SUITE_P(all, sep, testing::ValuesIn(all_configs), config_name);
 
+// The same object with messages alone (FI_MSG and FI_SOURCE), so that
+// datagram endpoints, which have no tags, RMA or directed receives, run it.
+class sep_msg : public sep {
+ protected:
+  uint64_t extra_caps() const override { return FI_NAMED_RX_CTX | FI_SOURCE; }
+};
+
+// Each transmit context sends to a receive context it names: the message
+// arrives there only, and names the sending scalable endpoint.
+TEST_P(sep_msg, messages_reach_the_named_receive_context_and_name_their_sender) {
+  constexpr int n = 2, bits = 1;
+  ASSERT_NO_FATAL_FAILURE(open_av_bits(bits));
+  scalable* a = open_sep(n, 1, FI_CQ_FORMAT_DATA);
+  scalable* b = open_sep(1, n, FI_CQ_FORMAT_DATA);
+  ASSERT_TRUE(a && b);
+  ASSERT_GE(info->domain_attr->max_ep_tx_ctx, size_t{n});
+  uint64_t in[n] = {}, out[n] = {};
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(fi_recv(b->rx[r], &in[r], sizeof in[r], nullptr, FI_ADDR_UNSPEC, &in[r]), 0);
+  for (int t = 0; t < n; ++t) {
+    out[t] = 100 + t;
+    // Transmit context t to receive context n-1-t: not the identity.
+    ASSERT_EQ(fi_send(a->tx[t], &out[t], sizeof out[t], nullptr,
+                      fi_rx_addr(b->addr, n - 1 - t, bits), &out[t]),
+              0);
+  }
+  for (int r = 0; r < n; ++r) {
+    fi_cq_tagged_entry e{};
+    fi_addr_t src = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(await(b->rx_cq[r], &e, &src), 1) << "receive context " << r;
+    EXPECT_EQ(e.op_context, &in[r]);
+    EXPECT_EQ(in[r], uint64_t(100 + (n - 1 - r)));
+    EXPECT_EQ(src, a->addr) << "the sender is known by its scalable endpoint's address";
+  }
+  for (int t = 0; t < n; ++t) {
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(await(a->tx_cq[t], &e), 1) << "transmit context " << t;
+    EXPECT_EQ(e.op_context, &out[t]);
+  }
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(quiet(b->rx_cq[r]));
+}
+
+TEST_P(sep_msg, getinfo_answers_the_context_counts_asked_for) {
+  fi_info* h = fi_dupinfo(hints);
+  h->ep_attr->tx_ctx_cnt = 3;
+  h->ep_attr->rx_ctx_cnt = 2;
+  fi_info* got = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &got), 0);
+  EXPECT_EQ(got->ep_attr->tx_ctx_cnt, 3u);
+  EXPECT_EQ(got->ep_attr->rx_ctx_cnt, 2u);
+  EXPECT_TRUE(got->caps & FI_NAMED_RX_CTX);
+  fi_freeinfo(got);
+  fi_freeinfo(h);
+}
+
+INSTANTIATE_TEST_SUITE_P(all, sep_msg, testing::ValuesIn(all_configs), config_name);
+
 }  // namespace
 }  // namespace conformance

@@ -13,7 +13,9 @@ namespace weft::udp {
 namespace {
 
 // FI_TRIGGER: triggered work, util/trigger.hpp.
-constexpr uint64_t tx_caps = FI_MSG | FI_SEND | FI_TRIGGER;
+// FI_NAMED_RX_CTX: fi_rx_addr reaches a scalable endpoint's receive context
+// (sep.cpp).
+constexpr uint64_t tx_caps = FI_MSG | FI_SEND | FI_TRIGGER | FI_NAMED_RX_CTX;
 constexpr uint64_t rx_caps =
     FI_MSG | FI_RECV | FI_SOURCE | FI_MULTI_RECV | FI_AV_USER_ID | FI_TRIGGER;
 
@@ -73,8 +75,9 @@ fi_domain_attr dom = [] {
   d.ep_cnt = 256;
   d.tx_ctx_cnt = 256;
   d.rx_ctx_cnt = 256;
-  d.max_ep_tx_ctx = 1;
-  d.max_ep_rx_ctx = 1;
+  // fi_scalable_ep: contexts are udp endpoints (sep.cpp).
+  d.max_ep_tx_ctx = max_contexts;
+  d.max_ep_rx_ctx = max_contexts;
   // fi_stx_context: every endpoint of the domain may share one (util::stx_ctx).
   d.max_ep_stx_ctx = d.ep_cnt;
   d.max_ep_srx_ctx = 0;
@@ -167,9 +170,6 @@ fi_domain_attr rdm_dom = [] {
   // fi_srx_context: every RDM endpoint of the domain may share one
   // (util::srx_ctx); DGRAM endpoints have no matching engine to share.
   d.max_ep_srx_ctx = d.ep_cnt;
-  // fi_scalable_ep: contexts are RDM endpoints (sep.cpp).
-  d.max_ep_tx_ctx = max_contexts;
-  d.max_ep_rx_ctx = max_contexts;
   return d;
 }();
 

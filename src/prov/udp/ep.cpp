@@ -30,7 +30,10 @@ int cm_setname(fid_t f, void* addr, size_t addrlen) noexcept {
 
 }  // namespace
 
-bool is_class_ep(const fid* f) noexcept { return util::is_class(f, FI_CLASS_EP); }
+bool is_class_ep(const fid* f) noexcept {
+  return util::is_class(f, FI_CLASS_EP) || util::is_class(f, FI_CLASS_TX_CTX) ||
+         util::is_class(f, FI_CLASS_RX_CTX);
+}
 
 const fi_ops_cm cm_ops = util::cm_name_only(cm_getname, cm_setname);
 
@@ -48,8 +51,17 @@ int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* c
     WEFT_WARN(prov, FI_LOG_EP_CTRL, "the source address is not an IP address");
     return to_fi(errc::inval);
   }
+  // Several contexts are a scalable endpoint's (fi_scalable_ep).
+  for (size_t n : {info.ep_attr->tx_ctx_cnt, info.ep_attr->rx_ctx_cnt})
+    if (n > 1 && n != FI_SHARED_CONTEXT) {
+      WEFT_WARN(prov, FI_LOG_EP_CTRL,
+                "fi_endpoint: %zu contexts asked (ep_attr tx_ctx_cnt / rx_ctx_cnt): an endpoint "
+                "has one; several are opened with fi_scalable_ep",
+                n);
+      return to_fi(errc::inval);
+    }
   return abi_guard([&]() -> int {
-    auto ep = std::make_unique<endpoint>(dom, info, context);
+    auto ep = std::make_unique<endpoint>(dom, info, FI_CLASS_EP, context);
     const sockaddr* src = static_cast<const sockaddr*>(info.src_addr);
     sockaddr_storage any{};
     if (!src) {
@@ -62,8 +74,29 @@ int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* c
   });
 }
 
-endpoint::endpoint(util::domain& dom, const fi_info& info, void* context)
-    : endpoint_object(FI_CLASS_EP, context),
+int endpoint::open_context(util::domain& dom, const fi_info& info, size_t fclass,
+                           util::unique_fd s, const sockaddr_storage& name,
+                           std::unique_ptr<util::sep_slot> slot, fid_ep** out,
+                           void* context) noexcept {
+  return abi_guard([&]() -> int {
+    auto ep = std::make_unique<endpoint>(dom, info, fclass, context);
+    ep->family_ = name.ss_family;
+    ep->sock_ = std::move(s);
+    ep->sep_slot_ = std::move(slot);
+    ep->tx_ctx_ = fclass == FI_CLASS_TX_CTX;
+    // fi_getname on a context: the scalable endpoint's.
+    ep->local_ = name;
+    ep->local_len_ = util::sockaddr_len(reinterpret_cast<const sockaddr*>(&name));
+    if (ep->tx_ctx_)  // before any bind registers the hook
+      ep->hook_.fn = ep->locked_ ? &tx_ctx_progress_thunk<util::mutex_lock>
+                                 : &tx_ctx_progress_thunk<util::null_lock>;
+    *out = ep.release();
+    return 0;
+  });
+}
+
+endpoint::endpoint(util::domain& dom, const fi_info& info, size_t fclass, void* context)
+    : endpoint_object(fclass, context),
       domain_(&dom),
       family_(AF_INET),
       caps_(info.caps),
@@ -110,8 +143,9 @@ errc endpoint::open_socket(const sockaddr* addr, socklen_t len) {
 int endpoint::close() {
   if (busy()) return to_fi(errc::busy);
   // The domain's thread lets go of us first (remove waits for a run under way).
-  if (enabled_ && auto_) domain_->auto_progress().remove(this);
-  bound_.unbind(this, sock_.get());
+  if (enabled_ && auto_ && !tx_ctx_) domain_->auto_progress().remove(this);
+  if (adopted_) sep_slot_->sep().disown(this);  // likewise our transmit contexts
+  bound_.unbind(this, watch_fd());
   delete this;
   return 0;
 }
@@ -121,7 +155,9 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind after fi_enable");
     return to_fi(errc::opbadstate);
   }
-  return bound_.bind(*domain_, bfid, flags, hook_, sock_.get());
+  if (bfid && bfid->fclass == FI_CLASS_AV && sep_slot_ && !sep_slot_->admits_av(&fid))
+    return to_fi(errc::inval);  // logged
+  return bound_.bind(*domain_, bfid, flags, hook_, watch_fd());
 }
 
 int endpoint::control(int command, void* arg) {
@@ -137,12 +173,26 @@ int endpoint::control(int command, void* arg) {
 int endpoint::enable() {
   if (enabled_) return 0;
   auto* prov = &provider();
-  if (int ret = bound_.check_enable(prov, FI_EP_DGRAM, caps_)) return ret;
+  if (int ret = bound_.check_enable(prov, FI_EP_DGRAM,
+                                    util::caps_needing_bindings(fid.fclass, caps_)))
+    return ret;
   want_source_ = (caps_ & FI_SOURCE) != 0;
   msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>()
                                         : msg_table<util::null_lock>());
   enabled_ = true;
-  if (auto_) {
+  // A receive context that no CQ or counter drives (caps_needing_bindings)
+  // is driven by its transmit contexts under manual progress.
+  if (sep_slot_ && fid.fclass == FI_CLASS_RX_CTX && !auto_ && !bound_.rx_cq &&
+      !bound_.recv_cntr) {
+    try {
+      sep_slot_->sep().adopt(hook_);
+    } catch (const std::bad_alloc&) {
+      enabled_ = false;
+      return to_fi(errc::nomem);
+    }
+    adopted_ = true;
+  }
+  if (auto_ && !tx_ctx_) {
     // Last: from here on the domain's thread may receive for us. It sleeps
     // on the socket itself.
     util::progress_thread::work_fn fn =
@@ -173,6 +223,11 @@ int endpoint::setname(const void* addr, size_t addrlen) {
   auto* sa = static_cast<const sockaddr*>(addr);
   if (!addr || addrlen < util::sockaddr_len(sa) || !util::sockaddr_len(sa)) return to_fi(errc::inval);
   if (enabled_) return to_fi(errc::opbadstate);
+  if (sep_slot_) {
+    WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
+              "fi_setname: a context is named by its scalable endpoint");
+    return to_fi(errc::opbadstate);
+  }
   // Rebinding moves the socket: leave the wait sets the old one joined.
   int old = sock_.get();
   util::unique_fd keep{sock_.release()};

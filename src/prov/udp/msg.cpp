@@ -26,6 +26,19 @@ socklen_t sockaddr_of(const util::av& av, fi_addr_t a, sockaddr_storage& out) no
   return static_cast<socklen_t>(av.codec().decode(e, &out, sizeof out));
 }
 
+// A receive context of a peer (fi_rx_addr, an AV with rx_ctx_bits): its
+// scalable endpoint's port + the index (sep.cpp); 0 when not valid.
+__attribute__((noinline)) socklen_t rx_ctx_sockaddr(const util::av& av, fi_addr_t a,
+                                                    sockaddr_storage& out) noexcept {
+  const uint64_t index = av.rx_index(a);
+  socklen_t n = sockaddr_of(av, av.strip_rx(a), out);
+  if (!n) return 0;
+  const unsigned port = util::sockaddr_port(reinterpret_cast<sockaddr*>(&out));
+  if (index >= max_contexts || port + index > 65535) return 0;
+  util::set_sockaddr_port(reinterpret_cast<sockaddr*>(&out), uint16_t(port + index));
+  return n;
+}
+
 // FI_SOURCE: the fi_addr of a datagram's sender (its user id where one was
 // given, FI_AV_USER_ID), FI_ADDR_NOTAVAIL if unknown.
 fi_addr_t source_of(const util::av& av, const sockaddr_storage& from) noexcept {
@@ -136,7 +149,8 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
                     (!bound_.tx_selective || (flags & FI_COMPLETION));
   [[maybe_unused]] auto g = guard<Lock>();
   sockaddr_storage to;
-  socklen_t tolen = sockaddr_of(*bound_.av_, dest, to);
+  const util::av& av = *bound_.av_;
+  socklen_t tolen = av.rx_index(dest) ? rx_ctx_sockaddr(av, dest, to) : sockaddr_of(av, dest, to);
   if (!tolen) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send to fi_addr %llu: not in the address vector",
               static_cast<unsigned long long>(dest));

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// weft — udp's scalable endpoints (FI_EP_RDM): util::scalable_ep with udp
-// RDM endpoints as its contexts.
+// weft — udp's scalable endpoints: util::scalable_ep with udp endpoints
+// (FI_EP_RDM or FI_EP_DGRAM) as its contexts.
 //
 // As tcp's (prov/tcp/sep.cpp): the endpoint's one address is its IP and the
 // first port of a block of consecutive ports, bound from fi_scalable_ep on;
@@ -11,10 +11,14 @@
 // one address the application inserted. Each message also says which
 // receive context it means (rd::msg::rx_index); one that reaches another
 // is dropped there, logged (docs/decisions.md, "Scalable endpoints").
+// FI_EP_DGRAM sends bare datagrams, with no header to name a sender: a
+// transmit context sends through a descriptor of the endpoint's first
+// socket, so its datagrams come from the endpoint's address.
 #include "core/log.hpp"
 #include "prov/udp/rdm.hpp"
 #include "util/net.hpp"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -29,8 +33,10 @@ namespace {
 
 struct port_block {
   sockaddr_storage name{};
+  fi_ep_type type = FI_EP_RDM;
   std::mutex mutex;
   std::vector<util::unique_fd> sockets;  // not yet taken by their receive contexts
+  util::unique_fd first;                 // DGRAM: the first socket, for transmit contexts
 };
 
 constexpr int search_attempts = 64;
@@ -84,6 +90,15 @@ int open_ctx(util::scalable_ep& sep, bool tx, int index, const fi_info& info,
   port_block& b = *block_of(sep);
   util::unique_fd s;
   sockaddr_storage at = b.name;
+  if (tx && b.type == FI_EP_DGRAM) {
+    s = util::unique_fd{::fcntl(b.first.get(), F_DUPFD_CLOEXEC, 0)};
+    if (!s.valid()) {
+      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_tx_context %d: %s", index, std::strerror(errno));
+      return to_fi(errno == EMFILE ? errc::mfile : errc::other);
+    }
+    return endpoint::open_context(sep.dom(), info, FI_CLASS_TX_CTX, std::move(s), b.name,
+                                  std::move(slot), out, context);
+  }
   if (tx) {
     at = with_port(b.name, 0);  // a port of its own, where its acknowledgements come
   } else {
@@ -101,6 +116,9 @@ int open_ctx(util::scalable_ep& sep, bool tx, int index, const fi_info& info,
       return to_fi(e == EADDRINUSE ? errc::addrinuse : errc::other);
     }
   }
+  if (b.type == FI_EP_DGRAM)
+    return endpoint::open_context(sep.dom(), info, FI_CLASS_RX_CTX, std::move(s), b.name,
+                                  std::move(slot), out, context);
   return rdm_endpoint::open_context(sep.dom(), info, tx ? FI_CLASS_TX_CTX : FI_CLASS_RX_CTX,
                                     std::move(s), uint8_t(tx ? 0 : index), b.name,
                                     std::move(slot), out, context);
@@ -129,10 +147,12 @@ const util::sep_hooks hooks = {
 
 int open_sep(util::domain& dom, fi_info* info, fid_ep** out, void* context) {
   auto* prov = &provider();
-  if (!info || !info->ep_attr || info->ep_attr->type != FI_EP_RDM ||
+  if (!info || !info->ep_attr ||
+      (info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_DGRAM) ||
       !offers(dom.api_version(), *info)) {
     WEFT_WARN(prov, FI_LOG_EP_CTRL,
-              "fi_scalable_ep: the fi_info asks for more than udp offers (FI_EP_RDM)");
+              "fi_scalable_ep: the fi_info asks for more than udp offers (FI_EP_RDM, "
+              "FI_EP_DGRAM)");
     return to_fi(errc::inval);
   }
   const size_t nrx = info->ep_attr->rx_ctx_cnt ? info->ep_attr->rx_ctx_cnt : 1;
@@ -152,6 +172,7 @@ int open_sep(util::domain& dom, fi_info* info, fid_ep** out, void* context) {
     at.ss_family = info->addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
   auto block = std::unique_ptr<port_block>(new (std::nothrow) port_block);
   if (!block) return to_fi(errc::nomem);
+  block->type = info->ep_attr->type;
   const unsigned asked = util::sockaddr_port(reinterpret_cast<sockaddr*>(&at));
   int e = 0;
   for (int attempt = 0; attempt < (asked ? 1 : search_attempts); ++attempt)
@@ -161,6 +182,13 @@ int open_sep(util::domain& dom, fi_info* info, fid_ep** out, void* context) {
               nrx, util::format_sockaddr(reinterpret_cast<sockaddr*>(&at)).c_str(),
               std::strerror(e));
     return to_fi(e == EADDRINUSE ? errc::addrinuse : errc::other);
+  }
+  if (block->type == FI_EP_DGRAM) {
+    block->first = util::unique_fd{::fcntl(block->sockets[0].get(), F_DUPFD_CLOEXEC, 0)};
+    if (!block->first.valid()) {
+      WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_scalable_ep: %s", std::strerror(errno));
+      return to_fi(errno == EMFILE ? errc::mfile : errc::other);
+    }
   }
   int ret = util::scalable_ep::open(dom, *info, max_contexts, max_contexts, &hooks,
                                     reinterpret_cast<uint64_t>(block.get()), out, context);

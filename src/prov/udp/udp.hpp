@@ -7,6 +7,7 @@
 #include "util/fabric.hpp"
 #include "util/fd.hpp"
 #include "util/lock.hpp"
+#include "util/sep.hpp"
 #include "prov/udp/proto.hpp"
 
 #include <rdma/fabric.h>
@@ -58,7 +59,7 @@ extern const util::domain_hooks domain_hooks;
 inline constexpr size_t max_iov = 4;
 
 bool is_class_ep(const fid* f) noexcept;
-// fi_scalable_ep on a udp domain (sep.cpp): FI_EP_RDM only.
+// fi_scalable_ep on a udp domain (sep.cpp): FI_EP_RDM and FI_EP_DGRAM.
 int open_sep(util::domain& dom, fi_info* info, fid_ep** out, void* context);
 // The most contexts of each kind a scalable endpoint has (max_ep_tx_ctx,
 // max_ep_rx_ctx): a receive context's index travels in a message header's
@@ -82,7 +83,18 @@ struct rx_entry {
 class endpoint : public util::endpoint_object<endpoint> {
  public:
   static int open(util::domain& dom, const fi_info& info, fid_ep** out, void* context) noexcept;
-  endpoint(util::domain& dom, const fi_info& info, void* context);
+  // A context of a scalable endpoint (sep.cpp): class FI_CLASS_TX_CTX or
+  // FI_CLASS_RX_CTX on socket `s`, named `name` (the scalable endpoint's).
+  // A receive context's socket is its endpoint's port + its index; a
+  // transmit context's is a descriptor of the endpoint's first socket, so
+  // what it sends comes from the endpoint's address (a bare datagram has no
+  // header to name its sender). A transmit context receives nothing: no
+  // wait object or progress thread watches that shared socket for it.
+  static int open_context(util::domain& dom, const fi_info& info, size_t fclass,
+                          util::unique_fd s, const sockaddr_storage& name,
+                          std::unique_ptr<util::sep_slot> slot, fid_ep** out,
+                          void* context) noexcept;
+  endpoint(util::domain& dom, const fi_info& info, size_t fclass, void* context);
   ~endpoint() override;
 
   int close();
@@ -110,6 +122,12 @@ class endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   static void progress_thunk(void* obj) noexcept {
     static_cast<endpoint*>(obj)->progress<Lock>();
+  }
+  // A transmit context's hook: the receive contexts nothing else drives
+  // (util::scalable_ep::adopt); it receives nothing itself.
+  template <class Lock>
+  static void tx_ctx_progress_thunk(void* obj) noexcept {
+    static_cast<endpoint*>(obj)->sep_slot_->sep().progress_orphans();
   }
   // FI_PROGRESS_AUTO: the domain's thread runs this when the socket is
   // readable (util/progress_thread.hpp).
@@ -140,8 +158,18 @@ class endpoint : public util::endpoint_object<endpoint> {
   void complete_recv(rx_entry& e, void* buf, size_t len, const sockaddr_storage& from,
                      bool trunc, size_t full_len, bool last) noexcept;
 
+  // The descriptor wait objects and the progress thread watch: the socket,
+  // or none for a transmit context (its socket is its endpoint's first).
+  int watch_fd() const noexcept { return tx_ctx_ ? -1 : sock_.get(); }
+
   util::ref<util::domain> domain_;
   util::ep_bindings bound_;
+  // Scalable endpoints: a context's hold on its endpoint; whether we are a
+  // transmit context; whether the endpoint drives us (a receive context
+  // with no CQ or counter).
+  std::unique_ptr<util::sep_slot> sep_slot_;
+  bool tx_ctx_ = false;
+  bool adopted_ = false;
   util::unique_fd sock_;
   sockaddr_storage local_{};
   socklen_t local_len_ = 0;
