@@ -589,6 +589,41 @@ TEST(udp_rdm, a_peer_restarted_on_the_same_port_is_heard_afresh) {
 // wrapped: FI_UDP_RDM_PEER_TIMEOUT_MS=18446744073710 once made a timeout of
 // half a millisecond, and a peer that did not call in for 200 ms was
 // declared dead. ctest's conformance.udp_rdm_huge_params sets it.
+// FI_MORE (fi_msg(3)): sends that carry it wait for the first send without
+// it (under manual progress; rdm_endpoint::flush_more gathers them into
+// sendmmsg calls), then leave together, in order. The receiver, in a domain
+// of its own, polls meanwhile and sees nothing of them.
+TEST(udp_rdm, sends_with_fi_more_wait_for_the_first_without_it_then_leave_in_order) {
+  stack a, b;
+  fid_ep* ea = a.endpoint();
+  fid_ep* eb = b.endpoint();
+  ASSERT_TRUE(ea && eb);
+  const fi_addr_t to_b = a.insert(b.name(eb));
+  constexpr int n = 5;
+  uint64_t in[n] = {}, out[n];
+  fi_context rc[n], sc[n];
+  for (int k = 0; k < n; ++k)
+    ASSERT_EQ(fi_trecv(eb, &in[k], sizeof in[k], nullptr, FI_ADDR_UNSPEC, 9, 0, &rc[k]), 0);
+  for (int k = 0; k < n - 1; ++k) {
+    out[k] = uint64_t(k + 1);
+    iovec v{&out[k], sizeof out[k]};
+    fi_msg_tagged m{&v, nullptr, 1, to_b, 9, 0, &sc[k], 0};
+    ASSERT_EQ(fi_tsendmsg(ea, &m, FI_MORE | FI_COMPLETION), 0) << k;
+  }
+  auto until = clock_type::now() + std::chrono::milliseconds(100);
+  while (clock_type::now() < until) {
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(fi_cq_read(b.cq, &e, 1), -FI_EAGAIN) << "an FI_MORE send left before the last";
+  }
+  out[n - 1] = n;
+  ASSERT_EQ(fi_tsend(ea, &out[n - 1], sizeof out[n - 1], nullptr, to_b, 9, &sc[n - 1]), 0);
+  for (int k = 0; k < n; ++k) {
+    ASSERT_EQ(b.wait_for(&rc[k], nullptr, 5), 1) << k;
+    EXPECT_EQ(in[k], uint64_t(k + 1)) << "in order";
+  }
+  for (int k = 0; k < n; ++k) EXPECT_EQ(a.wait_for(&sc[k], nullptr, 5), 1) << k;
+}
+
 TEST(udp_rdm, a_huge_peer_timeout_is_capped_not_wrapped) {
   const char* timeout = std::getenv("FI_UDP_RDM_PEER_TIMEOUT_MS");
   if (!timeout || std::strtoull(timeout, nullptr, 10) < 18446744073709ull)

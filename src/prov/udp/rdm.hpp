@@ -146,6 +146,7 @@ struct rdm_peer {
   // its socket's (a transmit context's: rd::msg::name_port; 0: its own).
   // (In the padding after the flags: an idle peer stays within 256 bytes.)
   uint8_t to_index = 0;
+  bool more_listed = false;         // in the endpoint's more_ list (FI_MORE)
   uint16_t name_port = 0;
 
   // Something of it is half-received, or answers of it are owed to us.
@@ -154,7 +155,7 @@ struct rdm_peer {
   // either way, no list or message points to it.
   bool idle() const noexcept {
     return busy_at < 0 && !head && !waited_for() && !link.in_flight() && !link.ack_due() &&
-           !link.refusing() && !ack_listed && !refused_listed &&
+           !link.refusing() && !ack_listed && !refused_listed && !more_listed &&
            unexp.load(std::memory_order_acquire) == 0;
   }
   const sockaddr* sa() const noexcept { return key->sa(); }
@@ -302,6 +303,26 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   // Sends what p's window takes; false when the socket is full.
   template <class Lock>
   bool pump(rdm_peer& p, uint64_t now) noexcept;
+  // FI_MORE (fi_msg(3)): a send with it waits, its peer listed in more_,
+  // for the first send without it or the next progress call; those send
+  // what every listed peer's window takes, gathered into sendmmsg calls of
+  // up to more_batch datagrams (one system call where each datagram took
+  // one). Manual progress only: under automatic progress nothing of the
+  // application's would come to send them.
+  template <class Lock>
+  void flush_more(uint64_t now) noexcept;
+  // Builds the iovecs of one data datagram (headers, a slice of t's
+  // payload) into v; their count.
+  static size_t datagram_iov(iovec* v, const util::rd::dgram& h, const rdm_tx& t, uint64_t off,
+                             uint32_t bytes) noexcept;
+  struct more_slot {  // one gathered datagram: its header and iovecs
+    util::rd::dgram h;
+    iovec v[2 + rdm_tx_iov];
+  };
+  static constexpr size_t more_batch = 32;
+  static constexpr size_t more_peers = 64;
+  std::vector<rdm_peer*> more_;
+  std::unique_ptr<more_slot[]> more_slots_;  // made at the first FI_MORE
   // One data datagram (first send or resend) of `t` at payload offset `off`.
   bool send_datagram(rdm_peer& p, const util::rd::dgram& h, const rdm_tx& t, uint64_t off,
                      uint32_t bytes) noexcept;

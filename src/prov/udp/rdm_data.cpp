@@ -242,9 +242,8 @@ void rdm_endpoint::relabel(bool inserted_only) noexcept {
 
 // ---- sending ----
 
-bool rdm_endpoint::send_datagram(rdm_peer& p, const rd::dgram& h, const rdm_tx& t, uint64_t off,
-                                 uint32_t bytes) noexcept {
-  iovec v[2 + rdm_tx_iov];
+size_t rdm_endpoint::datagram_iov(iovec* v, const rd::dgram& h, const rdm_tx& t, uint64_t off,
+                                  uint32_t bytes) noexcept {
   size_t n = 0;
   v[n++] = {const_cast<rd::dgram*>(&h), sizeof h};
   if (h.flags & rd::flag_first) v[n++] = {const_cast<rd::msg*>(&t.hdr), sizeof t.hdr};
@@ -261,6 +260,13 @@ bool rdm_endpoint::send_datagram(rdm_peer& p, const rd::dgram& h, const rdm_tx& 
     left -= take;
     skip = 0;
   }
+  return n;
+}
+
+bool rdm_endpoint::send_datagram(rdm_peer& p, const rd::dgram& h, const rdm_tx& t, uint64_t off,
+                                 uint32_t bytes) noexcept {
+  iovec v[2 + rdm_tx_iov];
+  const size_t n = datagram_iov(v, h, t, off, bytes);
   msghdr m{};
   m.msg_name = const_cast<sockaddr*>(p.sa());
   m.msg_namelen = p.sa_len();
@@ -303,6 +309,49 @@ bool rdm_endpoint::pump(rdm_peer& p, uint64_t now) noexcept {
     if (fl & rd::flag_last) p.unsent = t->next;
   }
   return true;
+}
+
+template <class Lock>
+void rdm_endpoint::flush_more(uint64_t now) noexcept {
+  mmsghdr mm[more_batch];
+  size_t k = 0;
+  auto out = [&] {
+    // Datagrams the kernel did not take (a full socket buffer) are in
+    // flight already: the network might as well have lost them, and they
+    // go again at their retransmission timeout.
+    for (size_t sent = 0; sent < k;) {
+      const int r = ::sendmmsg(sock_.get(), mm + sent, unsigned(k - sent),
+                               MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (r <= 0) break;
+      sent += size_t(r);
+    }
+    k = 0;
+  };
+  for (rdm_peer* p : more_) {
+    p->more_listed = false;
+    while (p->unsent && p->link.window_open()) {
+      rdm_tx* t = p->unsent;
+      const uint64_t off = t->queued;
+      const auto bytes = uint32_t(std::min<uint64_t>(p->seg, t->hdr.len - off));
+      const uint8_t fl = (off == 0 ? rd::flag_first : 0) |
+                         (off + bytes == t->hdr.len ? rd::flag_last : 0);
+      if (!p->link.reserve()) break;
+      more_slot& s = more_slots_[k];
+      p->link.stamp_data(s.h, fl, bytes);
+      mm[k] = mmsghdr{};
+      mm[k].msg_hdr.msg_name = const_cast<sockaddr*>(p->sa());
+      mm[k].msg_hdr.msg_namelen = p->sa_len();
+      mm[k].msg_hdr.msg_iov = s.v;
+      mm[k].msg_hdr.msg_iovlen = datagram_iov(s.v, s.h, *t, off, bytes);
+      p->link.sent(rd::flight{t, off, bytes, fl, false, 0}, now);
+      p->link.ack_sent();
+      t->queued += bytes;
+      if (fl & rd::flag_last) p->unsent = t->next;
+      if (++k == more_batch) out();
+    }
+  }
+  out();
+  more_.clear();
 }
 
 template <class Lock>
@@ -363,7 +412,21 @@ ssize_t rdm_endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void*
   p->tail = t;
   if (!p->unsent) p->unsent = t;
   mark_busy(*p);
-  pump<Lock>(*p, util::now_ns());
+  if ((flags & FI_MORE) && !auto_) [[unlikely]] {
+    // Held for the first send without FI_MORE, or the next progress call
+    // (flush_more); sent now if the list cannot take it.
+    if (p->more_listed) return 0;
+    if (!more_slots_) more_slots_.reset(new (std::nothrow) more_slot[more_batch]);
+    if (more_slots_ && more_.size() < more_peers) {
+      if (more_.capacity() < more_peers) more_.reserve(more_peers);  // once; below: no throw
+      p->more_listed = true;
+      more_.push_back(p);
+      return 0;
+    }
+  }
+  const uint64_t now = util::now_ns();
+  if (!more_.empty()) [[unlikely]] flush_more<Lock>(now);  // what FI_MORE held goes first
+  pump<Lock>(*p, now);
   return 0;
 }
 
@@ -928,6 +991,7 @@ void rdm_endpoint::progress() noexcept {
   if (tx_deferred_head_) complete_deferred<Lock>();
   if (rx_deferred_any_.load(std::memory_order_acquire)) [[unlikely]] flush_rx_deferred<Lock>();
   uint64_t now = util::now_ns();
+  if (!more_.empty()) [[unlikely]] flush_more<Lock>(now);  // sends FI_MORE held
   for (int i = 0; i < rx_batch; ++i) {
     // recvmsg, not recvfrom: the same system call for the kernel, but
     // ThreadSanitizer takes a datagram received by recvmsg as ordered after
