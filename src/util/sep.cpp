@@ -62,6 +62,33 @@ sep_slot::sep_slot(scalable_ep& sep, bool tx, int index) noexcept
 
 sep_slot::~sep_slot() { sep_->vacate(tx_, index_); }
 
+int sep_slot::adopt_if_undriven(size_t fclass, bool auto_progress, const ep_bindings& b,
+                                progress_hook h, bool& adopted) noexcept {
+  if (fclass != FI_CLASS_RX_CTX || auto_progress || b.rx_cq || b.recv_cntr || b.rem_read_cntr ||
+      b.rem_write_cntr)
+    return 0;
+  try {
+    sep_->adopt(h);
+  } catch (const std::bad_alloc&) {
+    return to_fi(errc::nomem);
+  }
+  adopted = true;
+  return 0;
+}
+
+int refuse_several_contexts(const fi_provider* prov, const fi_info& info) noexcept {
+  if (!info.ep_attr) return 0;
+  for (size_t n : {info.ep_attr->tx_ctx_cnt, info.ep_attr->rx_ctx_cnt})
+    if (n > 1 && n != FI_SHARED_CONTEXT) {
+      WEFT_WARN(prov, FI_LOG_EP_CTRL,
+                "fi_endpoint: %zu contexts asked (ep_attr tx_ctx_cnt / rx_ctx_cnt): an endpoint "
+                "has one; several are opened with fi_scalable_ep",
+                n);
+      return to_fi(errc::inval);
+    }
+  return 0;
+}
+
 bool sep_slot::admits_av(const struct fid* ctx) const noexcept {
   if (sep_->binding_.load(std::memory_order_acquire) == ctx) return true;
   WEFT_WARN(sep_->domain_->provider(), FI_LOG_EP_CTRL,

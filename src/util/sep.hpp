@@ -63,6 +63,13 @@ class sep_slot {
   sep_slot(const sep_slot&) = delete;
   sep_slot& operator=(const sep_slot&) = delete;
   scalable_ep& sep() const noexcept { return *sep_; }
+  // At fi_enable of the context holding this slot (class `fclass`, bound
+  // as `b`, progressed by `h`): a receive context that nothing drives under
+  // manual progress (no CQ or counter: caps_needing_bindings) is adopted by
+  // its scalable endpoint, so its transmit contexts' progress runs it;
+  // `adopted` says so (disown it at close). -FI_ENOMEM, or 0.
+  int adopt_if_undriven(size_t fclass, bool auto_progress, const ep_bindings& b, progress_hook h,
+                        bool& adopted) noexcept;
   // Whether `ctx` (the context holding this slot) may take the AV `bfid` in
   // fi_ep_bind: only from its scalable endpoint, which binds its one AV to
   // every context (fi_endpoint(3)). One bound directly would make the
@@ -75,6 +82,11 @@ class sep_slot {
   bool tx_;
   int index_;
 };
+
+// fi_endpoint asking for more than one context (ep_attr tx_ctx_cnt /
+// rx_ctx_cnt; FI_SHARED_CONTEXT aside): that is fi_scalable_ep's. -FI_EINVAL,
+// logged, or 0.
+int refuse_several_contexts(const fi_provider* prov, const fi_info& info) noexcept;
 
 // The caps fi_enable checks bindings for (ep_bindings::check_enable) on an
 // endpoint of class `fclass`. A receive context may have no CQ or counter:

@@ -52,14 +52,7 @@ int endpoint::open(util::domain& dom, const fi_info& info, fid_ep** out, void* c
     return to_fi(errc::inval);
   }
   // Several contexts are a scalable endpoint's (fi_scalable_ep).
-  for (size_t n : {info.ep_attr->tx_ctx_cnt, info.ep_attr->rx_ctx_cnt})
-    if (n > 1 && n != FI_SHARED_CONTEXT) {
-      WEFT_WARN(prov, FI_LOG_EP_CTRL,
-                "fi_endpoint: %zu contexts asked (ep_attr tx_ctx_cnt / rx_ctx_cnt): an endpoint "
-                "has one; several are opened with fi_scalable_ep",
-                n);
-      return to_fi(errc::inval);
-    }
+  if (int ret = util::refuse_several_contexts(prov, info)) return ret;
   return abi_guard([&]() -> int {
     auto ep = std::make_unique<endpoint>(dom, info, FI_CLASS_EP, context);
     const sockaddr* src = static_cast<const sockaddr*>(info.src_addr);
@@ -180,18 +173,13 @@ int endpoint::enable() {
   msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>()
                                         : msg_table<util::null_lock>());
   enabled_ = true;
-  // A receive context that no CQ or counter drives (caps_needing_bindings)
-  // is driven by its transmit contexts under manual progress.
-  if (sep_slot_ && fid.fclass == FI_CLASS_RX_CTX && !auto_ && !bound_.rx_cq &&
-      !bound_.recv_cntr) {
-    try {
-      sep_slot_->sep().adopt(hook_);
-    } catch (const std::bad_alloc&) {
+  // A receive context that no CQ or counter drives is driven by its
+  // transmit contexts under manual progress.
+  if (sep_slot_)
+    if (int ret = sep_slot_->adopt_if_undriven(fid.fclass, auto_, bound_, hook_, adopted_)) {
       enabled_ = false;
-      return to_fi(errc::nomem);
+      return ret;
     }
-    adopted_ = true;
-  }
   if (auto_ && !tx_ctx_) {
     // Last: from here on the domain's thread may receive for us. It sleeps
     // on the socket itself.
