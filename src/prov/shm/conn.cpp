@@ -58,6 +58,7 @@ conn* endpoint::conn_for_rx_ctx(fi_addr_t dest, errc& err) noexcept {
   }
   addr_entry id;
   std::memcpy(&id, raw, sizeof id);
+  const addr_entry base_id = id;
   if (i >= max_contexts || id.index >= plain_index_limit) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA,
               "send to fi_addr %#llx: receive context %llu%s (shm offers %u per endpoint)",
@@ -70,13 +71,11 @@ conn* endpoint::conn_for_rx_ctx(fi_addr_t dest, errc& err) noexcept {
   id.index = rx_ctx_index(id.index, static_cast<uint32_t>(i));
   // A context sends to a few receive contexts over and over: conn_to's hash
   // lookup on every send held two threads sending through contexts to 0.81
-  // of the rate of two through endpoints (bench/ctx_rate.py). A hit is
-  // checked against the AV's entry as conn_hit's are; conns live as long as
-  // the endpoint.
-  conn*& hit = by_rx_addr_[(base * 31 + i) % by_rx_addr_.size()];
-  if (hit && hit->id == id) return hit;
+  // of the rate of two through endpoints (bench/ctx_rate.py). The next
+  // send to `dest` finds it in rx_hit, checked against the AV's entry as
+  // conn_hit's are; conns live as long as the endpoint.
   conn* c = conn_to(id, err);  // by identity: conn_index_ holds every peer we reached
-  if (c) hit = c;
+  if (c) by_rx_addr_[rx_slot_of(dest)] = rx_slot{dest, c, base_id};
   return c;
 }
 

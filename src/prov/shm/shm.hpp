@@ -470,7 +470,7 @@ class alignas(64) endpoint : public util::endpoint_object<endpoint> {
   // conn_for's hit, inline for the send path: the peer cached for `dest`
   // while the AV still holds that peer there; null otherwise.
   conn* conn_hit(fi_addr_t dest) const noexcept {
-    if (dest >= by_addr_.size()) return nullptr;
+    if (dest >= by_addr_.size()) [[unlikely]] return rx_hit(dest);
     conn* c = by_addr_[dest];
     if (!c) return nullptr;
     const uint8_t* raw = bound_.av_->entry(dest);
@@ -478,6 +478,26 @@ class alignas(64) endpoint : public util::endpoint_object<endpoint> {
     addr_entry id;
     std::memcpy(&id, raw, sizeof id);
     return id == c->id ? c : nullptr;
+  }
+  // conn_hit's for an fi_rx_addr destination (above by_addr_): the peer
+  // cached for exactly that value while the AV still holds the same peer
+  // at its base address. Inline too: a transmit context sending to receive
+  // context i of a peer takes no call, as one sending to context 0 takes
+  // none (bench/ctx_rate.py).
+  struct rx_slot {
+    fi_addr_t dest = FI_ADDR_NOTAVAIL;
+    conn* c = nullptr;
+    addr_entry base{};  // the AV's entry of the destination's base address when cached
+  };
+  static size_t rx_slot_of(fi_addr_t dest) noexcept { return (dest ^ (dest >> 40)) & 15; }
+  conn* rx_hit(fi_addr_t dest) const noexcept {
+    const rx_slot& s = by_rx_addr_[rx_slot_of(dest)];
+    if (s.dest != dest || !s.c) return nullptr;
+    const uint8_t* raw = bound_.av_->entry(bound_.av_->strip_rx(dest));
+    if (!raw) return nullptr;
+    addr_entry id;
+    std::memcpy(&id, raw, sizeof id);
+    return id == s.base ? s.c : nullptr;
   }
   conn* conn_to(const addr_entry& id, errc& err) noexcept;
   // Rings c's doorbell, and wakes its owner if it may be asleep.
@@ -686,7 +706,7 @@ class alignas(64) endpoint : public util::endpoint_object<endpoint> {
   };
   std::unordered_map<addr_entry, conn*, id_hash> conn_index_;  // peers by identity
   std::vector<conn*> by_addr_;                        // cache: fi_addr -> conn
-  std::array<conn*, 16> by_rx_addr_{};  // cache: fi_rx_addr destinations (conn_for_rx_ctx)
+  std::array<rx_slot, 16> by_rx_addr_{};  // cache: fi_rx_addr destinations (rx_hit)
   bool busy_ = false;  // a busy list may be non-empty: service() has work
   std::vector<conn*> busy_conns_;
   std::vector<inbound*> busy_in_;
