@@ -834,6 +834,53 @@ ssize_t post(stack& s, Post&& p) {
   return r;
 }
 
+// FI_MORE on RMA (fi_rma(3)): writes that carry it wait, as sends do, for
+// the first request without it; the target, polling in a domain of its own,
+// sees its memory unchanged until then, and every write lands after.
+TEST(udp_rdm, writes_with_fi_more_wait_for_the_first_request_without_it) {
+  stack a(rma_caps), b(rma_caps);
+  ASSERT_TRUE(a.dom && b.dom);
+  fid_ep* ea = a.endpoint();
+  fid_ep* eb = b.endpoint();
+  ASSERT_TRUE(ea && eb);
+  uint64_t window[3] = {0, 0, 0};
+  region r(b, window, sizeof window, FI_REMOTE_WRITE, 0x51);
+  ASSERT_TRUE(r.mr);
+  const fi_addr_t to_b = a.insert(b.name(eb));
+  uint64_t v[3] = {7, 8, 9};
+  fi_context wc[3];
+  for (int k = 0; k < 2; ++k) {
+    iovec iov{&v[k], sizeof v[k]};
+    fi_rma_iov rma{r.base + k * sizeof(uint64_t), sizeof(uint64_t), r.key};
+    fi_msg_rma m{&iov, nullptr, 1, to_b, &rma, 1, &wc[k], 0};
+    ASSERT_EQ(fi_writemsg(ea, &m, FI_MORE | FI_COMPLETION), 0) << k;
+  }
+  auto until = clock_type::now() + std::chrono::milliseconds(100);
+  while (clock_type::now() < until) {
+    fi_cq_tagged_entry e{};
+    (void)fi_cq_read(b.cq, &e, 1);  // the target's progress
+  }
+  EXPECT_EQ(window[0] + window[1], 0u) << "an FI_MORE write left before the last";
+  ASSERT_EQ(fi_write(ea, &v[2], sizeof v[2], nullptr, to_b, r.base + 2 * sizeof(uint64_t), r.key,
+                     &wc[2]),
+            0);
+  for (int k = 0; k < 3; ++k) {
+    // The target serves while the initiator waits for its completions.
+    fi_cq_tagged_entry e{};
+    auto deadline = clock_type::now() + std::chrono::seconds(5);
+    int got = 0;
+    while (!got && clock_type::now() < deadline) {
+      (void)fi_cq_read(b.cq, &e, 1);
+      got = a.wait_for(&wc[k], nullptr, 0) == 1;
+      if (!got && fi_cq_read(a.cq, &e, 1) == 1) a.done.push_back(e);
+    }
+    EXPECT_TRUE(got) << k;
+  }
+  EXPECT_EQ(window[0], 7u);
+  EXPECT_EQ(window[1], 8u);
+  EXPECT_EQ(window[2], 9u);
+}
+
 // RMA and atomics on the proxy's network (5% loss, 10% reordering, 1%
 // duplication): writes and reads from 1 byte to 2 MiB arrive byte for byte,
 // atomics apply exactly once (a duplicated or resent request must not add

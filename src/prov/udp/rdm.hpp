@@ -311,6 +311,10 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   // application's would come to send them.
   template <class Lock>
   void flush_more(uint64_t now) noexcept;
+  // After a message is queued on p: holds it (FI_MORE in `flags`, manual
+  // progress, room in the list) or sends what was held and then p's.
+  template <class Lock>
+  void send_or_hold(rdm_peer& p, uint64_t flags) noexcept;
   // Builds the iovecs of one data datagram (headers, a slice of t's
   // payload) into v; their count.
   static size_t datagram_iov(iovec* v, const util::rd::dgram& h, const rdm_tx& t, uint64_t off,
@@ -389,7 +393,7 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   void enqueue(rdm_peer& p, rdm_tx* t) noexcept;
   template <class Lock>
   ssize_t post_entry(rdm_peer& p, rdm_tx* t, void* context, bool completion, bool silent,
-                     bool answer) noexcept;
+                     bool answer, uint64_t flags) noexcept;
   template <class Lock>
   void finish_answer(rdm_peer& p, rdm_tx* t, int err) noexcept;
   rdm_tx* take_response() noexcept;

@@ -412,22 +412,33 @@ ssize_t rdm_endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void*
   p->tail = t;
   if (!p->unsent) p->unsent = t;
   mark_busy(*p);
+  send_or_hold<Lock>(*p, flags);
+  return 0;
+}
+
+template <class Lock>
+void rdm_endpoint::send_or_hold(rdm_peer& p, uint64_t flags) noexcept {
   if ((flags & FI_MORE) && !auto_) [[unlikely]] {
-    // Held for the first send without FI_MORE, or the next progress call
-    // (flush_more); sent now if the list cannot take it.
-    if (p->more_listed) return 0;
+    // Held for the first operation without FI_MORE, or the next progress
+    // call (flush_more); sent now if the list cannot take it.
+    if (p.more_listed) return;
     if (!more_slots_) more_slots_.reset(new (std::nothrow) more_slot[more_batch]);
     if (more_slots_ && more_.size() < more_peers) {
-      if (more_.capacity() < more_peers) more_.reserve(more_peers);  // once; below: no throw
-      p->more_listed = true;
-      more_.push_back(p);
-      return 0;
+      try {
+        more_.reserve(more_peers);  // once: a no-op after the first
+      } catch (const std::bad_alloc&) {
+        more_slots_.reset();
+      }
+      if (more_slots_) {
+        p.more_listed = true;
+        more_.push_back(&p);  // within the capacity reserved: no throw
+        return;
+      }
     }
   }
   const uint64_t now = util::now_ns();
   if (!more_.empty()) [[unlikely]] flush_more<Lock>(now);  // what FI_MORE held goes first
-  pump<Lock>(*p, now);
-  return 0;
+  pump<Lock>(p, now);
 }
 
 // ---- completions ----
@@ -1155,6 +1166,7 @@ bool rdm_endpoint::auto_work(void* obj) noexcept {
   template void rdm_endpoint::drop_rx<L>(rdm_peer&, int) noexcept;                               \
   template void rdm_endpoint::retire_receives<L>() noexcept;                                     \
   template bool rdm_endpoint::pump<L>(rdm_peer&, uint64_t) noexcept;                             \
+  template void rdm_endpoint::send_or_hold<L>(rdm_peer&, uint64_t) noexcept;                     \
   template void rdm_endpoint::complete_tx<L>(rdm_tx*) noexcept;                                  \
   template void rdm_endpoint::fail_tx<L>(rdm_tx*, int) noexcept;                                 \
   template void rdm_endpoint::flush_rx_deferred<L>() noexcept;

@@ -127,7 +127,7 @@ void rdm_endpoint::enqueue(rdm_peer& p, rdm_tx* t) noexcept {
 // completes it and how, its id, and off it goes.
 template <class Lock>
 ssize_t rdm_endpoint::post_entry(rdm_peer& p, rdm_tx* t, void* context, bool completion,
-                                 bool silent, bool answer) noexcept {
+                                 bool silent, bool answer, uint64_t flags) noexcept {
   t->peer = &p;
   t->context = context;
   t->complete = completion;
@@ -143,7 +143,7 @@ ssize_t rdm_endpoint::post_entry(rdm_peer& p, rdm_tx* t, void* context, bool com
     t->hdr.tag = 0;
   }
   enqueue(p, t);
-  pump<Lock>(p, util::now_ns());
+  send_or_hold<Lock>(p, flags);  // FI_MORE (fi_rma(3), fi_atomic(3)) holds it
   return 0;
 }
 
@@ -196,7 +196,7 @@ ssize_t rdm_endpoint::post_rma(const util::rma_request& r) noexcept {
   }
   t->cq_flags = FI_RMA | (r.write ? FI_WRITE : FI_READ);
   t->cntr = util::counted(r.write ? bound_.write_cntr.get() : bound_.read_cntr.get(), r.flags);
-  return post_entry<Lock>(*p, t, r.context, completion, silent, answer);
+  return post_entry<Lock>(*p, t, r.context, completion, silent, answer, r.flags);
 }
 
 template <class Lock>
@@ -252,7 +252,7 @@ ssize_t rdm_endpoint::post_atomic(const util::atomic_request& r) noexcept {
   }
   t->cq_flags = FI_ATOMIC | (fetch ? FI_READ : FI_WRITE);
   t->cntr = util::counted(fetch ? bound_.read_cntr.get() : bound_.write_cntr.get(), r.flags);
-  return post_entry<Lock>(*p, t, r.context, completion, silent, answer);
+  return post_entry<Lock>(*p, t, r.context, completion, silent, answer, r.flags);
 }
 
 template <class Lock>
