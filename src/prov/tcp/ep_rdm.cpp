@@ -327,13 +327,7 @@ bool endpoint::on_hello(conn& c) noexcept {
     WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
               "tcp peer %s asked for receive context %u, this endpoint is context %u: refused",
               describe(c.peer).c_str(), unsigned{f.rx_index}, unsigned{rx_index_});
-    frame no{};
-    no.op = proto::op::cm_resp;
-    no.status = FI_ECONNREFUSED;
-    no.minor = proto::minor_version;
-    c.set_ctrl(no, nullptr, 0);
-    c.state = conn_state::closing;
-    flush<Lock>(c);
+    refuse<Lock>(c, FI_ECONNREFUSED);
     return false;
   }
   c.name = n;
@@ -365,14 +359,8 @@ bool endpoint::on_hello(conn& c) noexcept {
     // Both ends connected at once: the connection the lower address opened
     // stays (proto.hpp).
     if (local_name_ < n) {
-      frame no{};
-      no.op = proto::op::cm_resp;
-      no.status = FI_EALREADY;
-      no.minor = proto::minor_version;
-      c.set_ctrl(no, nullptr, 0);
-      c.state = conn_state::closing;
       c.addr = FI_ADDR_NOTAVAIL;
-      flush<Lock>(c);
+      refuse<Lock>(c, FI_EALREADY);
       return false;
     }
     if (other->state != conn_state::connected) {
@@ -393,6 +381,17 @@ bool endpoint::on_hello(conn& c) noexcept {
   c.set_ctrl(hello_frame(local_name_, false, rx_index_), nullptr, 0);
   connected<Lock>(c);
   return c.readable();
+}
+
+template <class Lock>
+void endpoint::refuse(conn& c, int status) noexcept {
+  frame no{};
+  no.op = proto::op::cm_resp;
+  no.status = status;
+  no.minor = proto::minor_version;
+  c.set_ctrl(no, nullptr, 0);
+  c.state = conn_state::closing;
+  flush<Lock>(c);
 }
 
 template <class Lock>
@@ -420,7 +419,8 @@ bool endpoint::on_refusal(conn& c, int status) noexcept {
 #define WEFT_TCP_INSTANTIATE(L)                                        \
   template conn* endpoint::conn_to<L>(fi_addr_t, int*) noexcept;       \
   template bool endpoint::on_hello<L>(conn&) noexcept;                 \
-  template bool endpoint::on_refusal<L>(conn&, int) noexcept;
+  template bool endpoint::on_refusal<L>(conn&, int) noexcept;         \
+  template void endpoint::refuse<L>(conn&, int) noexcept;
 
 WEFT_TCP_INSTANTIATE(util::null_lock)
 WEFT_TCP_INSTANTIATE(util::mutex_lock)

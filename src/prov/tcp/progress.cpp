@@ -274,13 +274,7 @@ bool endpoint::on_done(conn& c) noexcept {
         // A connecting FI_EP_MSG endpoint: refuse it in its own protocol.
         WEFT_INFO(&provider(), FI_LOG_EP_CTRL, "refusing a connection request from %s: this "
                   "is an FI_EP_RDM endpoint", describe(c.peer).c_str());
-        frame no{};
-        no.op = proto::op::cm_resp;
-        no.status = FI_ECONNREFUSED;
-        no.minor = proto::minor_version;
-        c.set_ctrl(no, nullptr, 0);
-        c.state = conn_state::closing;
-        flush<Lock>(c);
+        refuse<Lock>(c, FI_ECONNREFUSED);
         return false;
       }
       break;

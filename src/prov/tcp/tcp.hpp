@@ -331,6 +331,10 @@ class endpoint : public util::endpoint_object<endpoint> {
   void setup_failed(conn& c, int err) noexcept;
   template <class Lock>
   void protocol_error(conn& c, const char* what) noexcept;
+  // Answers a connection in its handshake with cm_resp(`status`) and closes
+  // it once that is written (the cause is logged by the caller).
+  template <class Lock>
+  void refuse(conn& c, int status) noexcept;
 
   // ---- FI_EP_RDM (ep_rdm.cpp) ----
   template <class Lock>
