@@ -3,8 +3,10 @@
 #include "util/port_block.hpp"
 
 #include "core/errc.hpp"
+#include "core/log.hpp"
 #include "util/net.hpp"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 
 #include <cerrno>
@@ -18,17 +20,20 @@ sockaddr_storage with_port(const sockaddr_storage& at, unsigned port) noexcept {
   return out;
 }
 
-bool sep_source(const fi_info& info, sockaddr_storage& at) noexcept {
+int sep_source(const fi_provider* prov, const fi_info& info, sockaddr_storage& at) noexcept {
   at = sockaddr_storage{};
   auto* src = static_cast<const sockaddr*>(info.src_addr);
   if (!src) {
     at.ss_family = info.addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
-    return true;
+    return 0;
   }
   const size_t len = sockaddr_len(src);
-  if (!len || info.src_addrlen < len || len > sizeof at) return false;
+  if (!len || info.src_addrlen < len || len > sizeof at) {
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_scalable_ep: the source address is not an IP address");
+    return to_fi(errc::inval);
+  }
   std::memcpy(&at, src, len);
-  return true;
+  return 0;
 }
 
 int port_block::try_once(const sockaddr_storage& at, size_t n, open_fn open_one) noexcept {
@@ -70,9 +75,13 @@ unique_fd port_block::take(size_t i) noexcept {
   return i < sockets_.size() ? std::move(sockets_[i]) : unique_fd{};
 }
 
-void port_block::put_back(size_t i, unique_fd s) noexcept {
+unique_fd port_block::duplicate(size_t i) noexcept {
   std::lock_guard<std::mutex> g(mutex_);
-  if (i < sockets_.size()) sockets_[i] = std::move(s);
+  if (i >= sockets_.size() || !sockets_[i].valid()) {
+    errno = EBADF;
+    return unique_fd{};
+  }
+  return unique_fd{::fcntl(sockets_[i].get(), F_DUPFD_CLOEXEC, 0)};
 }
 
 sockaddr_storage port_block::address(size_t i) const noexcept {

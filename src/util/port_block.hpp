@@ -13,6 +13,7 @@
 #include "util/fd.hpp"
 
 #include <rdma/fabric.h>
+#include <rdma/providers/fi_prov.h>
 
 #include <sys/socket.h>
 
@@ -26,9 +27,9 @@ namespace weft::util {
 // `at` with port `port` (host order).
 sockaddr_storage with_port(const sockaddr_storage& at, unsigned port) noexcept;
 // The address fi_scalable_ep holds its block at: `info.src_addr`, or the
-// any-address of its addr_format; false (the caller logs) when src_addr is
-// not an IP address.
-bool sep_source(const fi_info& info, sockaddr_storage& at) noexcept;
+// any-address of its addr_format; -FI_EINVAL (logged) when src_addr is not
+// an IP address, or 0.
+int sep_source(const fi_provider* prov, const fi_info& info, sockaddr_storage& at) noexcept;
 
 struct port_block {
   // A socket bound (a listener: listening) to `at`; errno, or 0.
@@ -41,8 +42,10 @@ struct port_block {
   int reserve(const sockaddr_storage& at, size_t n, open_fn open_one, int attempts = 64) noexcept;
   // The socket of port + i, if nothing took it yet (empty otherwise).
   unique_fd take(size_t i) noexcept;
-  // Gives back what take(i) returned (a provider that looked at it).
-  void put_back(size_t i, unique_fd s) noexcept;
+  // Another descriptor of the socket of port + i, not yet taken (udp
+  // DGRAM's transmit contexts send through the first); empty, errno set,
+  // when there is none.
+  unique_fd duplicate(size_t i) noexcept;
   // The address of port + i.
   sockaddr_storage address(size_t i) const noexcept;
   // fi_getname: the block's address (-FI_ETOOSMALL with the size needed).

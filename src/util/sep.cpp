@@ -110,13 +110,10 @@ bool scalable_ep::is(const struct fid* f) noexcept {
          f->ops == &fid_thunks<scalable_ep, fid_ep>::table;
 }
 
-int scalable_ep::open(domain& dom, const fi_info& info, size_t max_tx, size_t max_rx,
-                      const sep_hooks* hooks, uint64_t cookie, fid_ep** out,
-                      void* context) noexcept {
-  const fi_provider* prov = dom.provider();
-  if (!out) return to_fi(errc::inval);
-  size_t ntx = info.ep_attr ? info.ep_attr->tx_ctx_cnt : 0;
-  size_t nrx = info.ep_attr ? info.ep_attr->rx_ctx_cnt : 0;
+int scalable_ep::counts(const fi_provider* prov, const fi_info& info, size_t max_tx,
+                        size_t max_rx, size_t& ntx, size_t& nrx) noexcept {
+  ntx = info.ep_attr ? info.ep_attr->tx_ctx_cnt : 0;
+  nrx = info.ep_attr ? info.ep_attr->rx_ctx_cnt : 0;
   if (ntx == FI_SHARED_CONTEXT || nrx == FI_SHARED_CONTEXT) {
     WEFT_WARN(prov, FI_LOG_EP_CTRL,
               "fi_scalable_ep: FI_SHARED_CONTEXT as a context count is not offered with "
@@ -133,6 +130,15 @@ int scalable_ep::open(domain& dom, const fi_info& info, size_t max_tx, size_t ma
               ntx, nrx, max_tx, max_rx);
     return to_fi(errc::inval);
   }
+  return 0;
+}
+
+int scalable_ep::open(domain& dom, const fi_info& info, size_t max_tx, size_t max_rx,
+                      const sep_hooks* hooks, uint64_t cookie, fid_ep** out,
+                      void* context) noexcept {
+  if (!out) return to_fi(errc::inval);
+  size_t ntx, nrx;
+  if (int ret = counts(dom.provider(), info, max_tx, max_rx, ntx, nrx)) return ret;
   return abi_guard([&]() -> int {
     fi_info* copy = fi_dupinfo(&info);
     if (!copy) return to_fi(errc::nomem);

@@ -102,6 +102,11 @@ class scalable_ep : public endpoint_object<scalable_ep> {
   // fi_scalable_ep: checks `info` (context counts within the domain's
   // max_ep_tx_ctx / max_ep_rx_ctx; FI_SHARED_CONTEXT is refused) and opens
   // the endpoint. -FI_EINVAL (logged) for what is not offered.
+  // The context counts `info` asks for (0: one), within max_tx / max_rx;
+  // -FI_EINVAL (logged) otherwise. open checks them; a provider that
+  // sizes something by them (tcp, udp: a port per receive context) first.
+  static int counts(const fi_provider* prov, const fi_info& info, size_t max_tx, size_t max_rx,
+                    size_t& ntx, size_t& nrx) noexcept;
   static int open(domain& dom, const fi_info& info, size_t max_tx, size_t max_rx,
                   const sep_hooks* hooks, uint64_t cookie, fid_ep** out, void* context) noexcept;
   scalable_ep(domain& dom, const sep_hooks* hooks, uint64_t cookie, fi_info* info, size_t ntx,

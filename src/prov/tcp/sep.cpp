@@ -75,16 +75,11 @@ int open_sep(util::domain& dom, fi_info* info, fid_ep** out, void* context) {
               "fi_scalable_ep: the fi_info asks for more than tcp offers (FI_EP_RDM)");
     return to_fi(errc::inval);
   }
-  const size_t nrx = info->ep_attr->rx_ctx_cnt ? info->ep_attr->rx_ctx_cnt : 1;
-  const size_t ntx = info->ep_attr->tx_ctx_cnt ? info->ep_attr->tx_ctx_cnt : 1;
-  if (nrx > max_contexts || ntx > max_contexts)  // util refuses them, logged
-    return util::scalable_ep::open(dom, *info, max_contexts, max_contexts, &hooks, 0, out,
-                                   context);
-  sockaddr_storage at{};
-  if (!util::sep_source(*info, at)) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_scalable_ep: the source address is not an IP address");
-    return to_fi(errc::inval);
-  }
+  size_t ntx, nrx;
+  sockaddr_storage at;
+  if (int ret = util::scalable_ep::counts(prov, *info, max_contexts, max_contexts, ntx, nrx))
+    return ret;
+  if (int ret = util::sep_source(prov, *info, at)) return ret;
   auto block = std::unique_ptr<util::port_block>(new (std::nothrow) util::port_block);
   if (!block) return to_fi(errc::nomem);
   if (int e = block->reserve(at, nrx, listen_on)) {

@@ -112,16 +112,11 @@ int open_sep(util::domain& dom, fi_info* info, fid_ep** out, void* context) {
               "FI_EP_DGRAM)");
     return to_fi(errc::inval);
   }
-  const size_t nrx = info->ep_attr->rx_ctx_cnt ? info->ep_attr->rx_ctx_cnt : 1;
-  const size_t ntx = info->ep_attr->tx_ctx_cnt ? info->ep_attr->tx_ctx_cnt : 1;
-  if (nrx > max_contexts || ntx > max_contexts)  // util refuses them, logged
-    return util::scalable_ep::open(dom, *info, max_contexts, max_contexts, &hooks, 0, out,
-                                   context);
-  sockaddr_storage at{};
-  if (!util::sep_source(*info, at)) {
-    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_scalable_ep: the source address is not an IP address");
-    return to_fi(errc::inval);
-  }
+  size_t ntx, nrx;
+  sockaddr_storage at;
+  if (int ret = util::scalable_ep::counts(prov, *info, max_contexts, max_contexts, ntx, nrx))
+    return ret;
+  if (int ret = util::sep_source(prov, *info, at)) return ret;
   auto block = std::unique_ptr<udp_block>(new (std::nothrow) udp_block);
   if (!block) return to_fi(errc::nomem);
   block->type = info->ep_attr->type;
@@ -131,15 +126,10 @@ int open_sep(util::domain& dom, fi_info* info, fid_ep** out, void* context) {
               std::strerror(e));
     return to_fi(errc_of(e));
   }
-  if (block->type == FI_EP_DGRAM) {
-    util::unique_fd first = block->take(0);
-    block->first = util::unique_fd{::fcntl(first.get(), F_DUPFD_CLOEXEC, 0)};
-    if (!block->first.valid()) {
-      const int e = errno;
-      WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_scalable_ep: %s", std::strerror(e));
-      return to_fi(errc_of(e));
-    }
-    block->put_back(0, std::move(first));
+  if (block->type == FI_EP_DGRAM && !(block->first = block->duplicate(0)).valid()) {
+    const int e = errno;
+    WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_scalable_ep: %s", std::strerror(e));
+    return to_fi(errc_of(e));
   }
   int ret = util::scalable_ep::open(dom, *info, max_contexts, max_contexts, &hooks,
                                     reinterpret_cast<uint64_t>(block.get()), out, context);
