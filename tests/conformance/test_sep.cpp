@@ -604,6 +604,30 @@ TEST_P(sep_msg, getinfo_answers_the_context_counts_asked_for) {
   fi_freeinfo(h);
 }
 
+// A receive-context index past what any provider's scalable endpoint has
+// (shm 128, tcp and udp 64) is refused at the call with one log line, and
+// sends nothing: the endpoint still works after.
+TEST_P(sep_msg, an_index_past_the_providers_contexts_is_refused_at_the_call) {
+  constexpr int bits = 8;
+  ASSERT_NO_FATAL_FAILURE(open_av_bits(bits));
+  scalable* a = open_sep(1, 1, FI_CQ_FORMAT_DATA);
+  ASSERT_TRUE(a);
+  recorder rec;
+  ASSERT_EQ(rec.ret, 0);
+  uint64_t v = 5, w = 0;
+  size_t logged = rec.lines_count();
+  EXPECT_EQ(fi_send(a->tx[0], &v, sizeof v, nullptr, fi_rx_addr(a->addr, 200, bits), &v),
+            -FI_EINVAL);
+  EXPECT_EQ(rec.lines_count(), logged + 1);
+  ASSERT_EQ(fi_recv(a->rx[0], &w, sizeof w, nullptr, FI_ADDR_UNSPEC, &w), 0);
+  ASSERT_EQ(fi_send(a->tx[0], &v, sizeof v, nullptr, fi_rx_addr(a->addr, 0, bits), &v), 0);
+  fi_cq_tagged_entry e{};
+  ASSERT_EQ(await(a->rx_cq[0], &e), 1);
+  EXPECT_EQ(w, 5u);
+  ASSERT_EQ(await(a->tx_cq[0], &e), 1);
+  EXPECT_EQ(e.op_context, &v) << "only the good send completes";
+}
+
 INSTANTIATE_TEST_SUITE_P(all, sep_msg, testing::ValuesIn(all_configs), config_name);
 
 }  // namespace

@@ -27,14 +27,24 @@ socklen_t sockaddr_of(const util::av& av, fi_addr_t a, sockaddr_storage& out) no
 }
 
 // A receive context of a peer (fi_rx_addr, an AV with rx_ctx_bits): its
-// scalable endpoint's port + the index (sep.cpp); 0 when not valid.
+// scalable endpoint's port + the index (sep.cpp); 0 when not valid, logged.
 __attribute__((noinline)) socklen_t rx_ctx_sockaddr(const util::av& av, fi_addr_t a,
                                                     sockaddr_storage& out) noexcept {
   const uint64_t index = av.rx_index(a);
   socklen_t n = sockaddr_of(av, av.strip_rx(a), out);
-  if (!n) return 0;
+  if (!n) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send to fi_addr %llu: not in the address vector",
+              static_cast<unsigned long long>(av.strip_rx(a)));
+    return 0;
+  }
   const unsigned port = util::sockaddr_port(reinterpret_cast<sockaddr*>(&out));
-  if (index >= max_contexts || port + index > 65535) return 0;
+  if (index >= max_contexts || port + index > 65535) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+              "send to receive context %llu: a udp scalable endpoint has at most %zu, from its "
+              "port (%u) up",
+              static_cast<unsigned long long>(index), max_contexts, port);
+    return 0;
+  }
   util::set_sockaddr_port(reinterpret_cast<sockaddr*>(&out), uint16_t(port + index));
   return n;
 }
@@ -152,8 +162,9 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
   const util::av& av = *bound_.av_;
   socklen_t tolen = av.rx_index(dest) ? rx_ctx_sockaddr(av, dest, to) : sockaddr_of(av, dest, to);
   if (!tolen) {
-    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send to fi_addr %llu: not in the address vector",
-              static_cast<unsigned long long>(dest));
+    if (!av.rx_index(dest))  // rx_ctx_sockaddr logged its own
+      WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send to fi_addr %llu: not in the address vector",
+                static_cast<unsigned long long>(dest));
     return to_fi(errc::inval);
   }
   if (completion && !cq->has_room<Lock>()) return to_fi(errc::again);

@@ -164,12 +164,18 @@ rdm_peer* rdm_endpoint::peer_for_rx_ctx(fi_addr_t dest, int* err) noexcept {
   sockaddr_storage to;
   socklen_t tl = sockaddr_of(av, base, to);
   const unsigned port = tl ? util::sockaddr_port(reinterpret_cast<sockaddr*>(&to)) : 0;
-  if (!tl || index >= max_contexts || port + index > 65535) {
+  if (!tl) {
+    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "send to fi_addr %llu: not in the address vector",
+              static_cast<unsigned long long>(base));
+    *err = to_fi(errc::inval);
+    return nullptr;
+  }
+  if (index >= max_contexts || port + index > 65535) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA,
-              tl ? "send to receive context %llu of fi_addr %llu: a udp scalable endpoint has at "
-                   "most 64, from its port up"
-                 : "send to receive context %llu of fi_addr %llu: not in the address vector",
-              static_cast<unsigned long long>(index), static_cast<unsigned long long>(base));
+              "send to receive context %llu of fi_addr %llu: a udp scalable endpoint has at "
+              "most %zu, from its port (%u) up",
+              static_cast<unsigned long long>(index), static_cast<unsigned long long>(base),
+              max_contexts, port);
     *err = to_fi(errc::inval);
     return nullptr;
   }
