@@ -219,10 +219,14 @@ struct raw_peer {
     write(hdr, n);
     if (len) write(payload, len);
   }
-  // A hello naming 127.0.0.1:port as this peer's listening address.
-  void hello(uint16_t port = 9) {
+  // A hello naming 127.0.0.1:port as this peer's listening address; with
+  // `rx_index` and `features` of proto minor 2 (scalable endpoints).
+  void hello(uint16_t port = 9, uint8_t rx_index = 0, uint32_t features = 0) {
     frame f{};
     f.op = proto::op::hello;
+    f.minor = proto::minor_version;
+    f.rx_index = rx_index;
+    f.features = features;
     f.addr_len = 6;
     uint8_t a[6] = {127, 0, 0, 1, uint8_t(port >> 8), uint8_t(port)};
     std::memcpy(f.addr, a, 6);

@@ -295,14 +295,7 @@ TEST_F(hostile, a_connection_request_to_an_rdm_endpoint_is_refused) {
 // is refused: nothing is delivered to an endpoint the sender did not mean.
 TEST_F(hostile, a_hello_for_another_receive_context_is_refused) {
   raw_peer p(name);
-  frame h{};
-  h.op = proto::op::hello;
-  h.minor = proto::minor_version;
-  h.rx_index = 3;
-  h.addr_len = 6;
-  const uint8_t a[6] = {127, 0, 0, 1, 0, 9};
-  std::memcpy(h.addr, a, 6);
-  p.frame_out(h);
+  p.hello(9, 3);
   bool ended = false;
   std::vector<frame> got = p.read_until_eof(poll(), &ended);
   EXPECT_TRUE(ended);
@@ -324,15 +317,7 @@ TEST_F(hostile, a_one_way_connection_never_carries_the_endpoints_sends) {
   fi_addr_t peer = FI_ADDR_NOTAVAIL;
   ASSERT_EQ(fi_av_insert(av, &at, 1, &peer, 0, nullptr), 1);
   raw_peer p(name);
-  frame h{};
-  h.op = proto::op::hello;
-  h.minor = proto::minor_version;
-  h.features = proto::feature_one_way;
-  h.addr_len = 6;
-  const uint16_t port = ntohs(at.sin_port);
-  const uint8_t a[6] = {127, 0, 0, 1, uint8_t(port >> 8), uint8_t(port)};
-  std::memcpy(h.addr, a, 6);
-  p.frame_out(h);
+  p.hello(ntohs(at.sin_port), 0, proto::feature_one_way);
   frame_reader r;
   std::vector<frame> got = ::tcp_test::read_frames(p.fd, r, 1, poll());
   ASSERT_EQ(got.size(), 1u);
