@@ -61,6 +61,14 @@ fi_provider* weft_udp_provider() noexcept {
                     "nothing heard) before its reliability state is reclaimed; it comes back "
                     "with the next message, nothing lost. 0: never. At least twice "
                     "rdm_peer_timeout_ms (default: 60000)");
+    fi_param_define(&provider(), "rdm_ack_hold", FI_PARAM_BOOL,
+                    "FI_EP_RDM under manual progress: hold the acknowledgement a progress "
+                    "call owes one peer until the next call or a datagram to that peer "
+                    "carries it, or a keeper thread sends it within 1 ms; 0 sends it at "
+                    "the end of the call (default: 1)");
+    int hold = 1;
+    if (fi_param_get_bool(&provider(), "rdm_ack_hold", &hold) == 0)
+      the_config.rdm_ack_hold = hold != 0;
     size_t n = 0;
     auto capped = [](const char* name, size_t ms) {
       if (ms <= max_param_ms) return ms;

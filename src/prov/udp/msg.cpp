@@ -8,6 +8,7 @@
 #include "util/fence.hpp"
 #include "util/trigger.hpp"
 #include "util/net.hpp"
+#include "util/sys.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -171,15 +172,16 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
   ssize_t sent;
   if (count <= 1) {
     // One buffer: sendto spares the kernel importing a msghdr and an iovec.
-    sent = ::sendto(sock_.get(), count ? iov[0].iov_base : nullptr, len,
-                    MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&to), tolen);
+    sent = util::sys::send_to(sock_.get(), count ? iov[0].iov_base : nullptr, len,
+                              MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&to),
+                              tolen);
   } else {
     msghdr m{};
     m.msg_name = &to;
     m.msg_namelen = tolen;
     m.msg_iov = const_cast<iovec*>(iov);
     m.msg_iovlen = count;
-    sent = ::sendmsg(sock_.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    sent = util::sys::send_msg(sock_.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL);
   }
   if (sent < 0) {
     errc e = send_errno(errno);
@@ -288,15 +290,16 @@ bool endpoint::progress() noexcept {
     if (n == 1) {
       // One buffer: recvfrom spares the kernel importing a msghdr and iovec.
       socklen_t fromlen = sizeof from;
-      r = ::recvfrom(sock_.get(), window[0].iov_base, window[0].iov_len, MSG_DONTWAIT | MSG_TRUNC,
-                     reinterpret_cast<sockaddr*>(&from), &fromlen);
+      r = util::sys::recv_from(sock_.get(), window[0].iov_base, window[0].iov_len,
+                              MSG_DONTWAIT | MSG_TRUNC, reinterpret_cast<sockaddr*>(&from),
+                              &fromlen);
     } else {
       msghdr m{};
       m.msg_name = &from;
       m.msg_namelen = sizeof from;
       m.msg_iov = window;
       m.msg_iovlen = n;
-      r = ::recvmsg(sock_.get(), &m, MSG_DONTWAIT | MSG_TRUNC);
+      r = util::sys::recv_msg(sock_.get(), &m, MSG_DONTWAIT | MSG_TRUNC);
     }
     if (r < 0) return true;  // EAGAIN: nothing more has arrived
     size_t full = static_cast<size_t>(r);

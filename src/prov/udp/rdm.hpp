@@ -22,6 +22,7 @@
 
 #include "prov/udp/rdm_proto.hpp"
 #include "prov/udp/udp.hpp"
+#include "util/rd_held_ack.hpp"
 #include "util/rd_link.hpp"
 #include "util/rma_ops.hpp"
 #include "util/sep.hpp"
@@ -76,9 +77,19 @@ struct alignas(8) peer_key {
 };
 struct peer_key_hash {
   size_t operator()(const peer_key& k) const noexcept {
-    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-    for (uint8_t b : k.bytes) h = (h ^ b) * 0x100000001b3ull;
-    return size_t(h ^ k.len);
+    // FNV-1a over 8-byte words (the bytes past len are zero).
+    static_assert(sizeof k.bytes % 4 == 0);
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t i = 0;
+    for (; i + 8 <= sizeof k.bytes; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, k.bytes + i, 8);
+      h = (h ^ w) * 0x100000001b3ull;
+    }
+    uint32_t tail = 0;
+    if (i < sizeof k.bytes) std::memcpy(&tail, k.bytes + i, 4);
+    h = (h ^ tail) * 0x100000001b3ull;
+    return size_t(h ^ (h >> 29) ^ k.len);
   }
 };
 
@@ -327,10 +338,37 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   static constexpr size_t more_peers = 64;
   std::vector<rdm_peer*> more_;
   std::unique_ptr<more_slot[]> more_slots_;  // made at the first FI_MORE
+  // Payload bytes up to which a datagram is copied whole and sent with
+  // sendto (send_datagram).
+  static constexpr uint32_t small_datagram = 256;
   // One data datagram (first send or resend) of `t` at payload offset `off`.
   bool send_datagram(rdm_peer& p, const util::rd::dgram& h, const rdm_tx& t, uint64_t off,
                      uint32_t bytes) noexcept;
+  // A bare acknowledgement to p, stamped now (sent whether or not one is
+  // due); drops one held for p.
   void send_ack(rdm_peer& p) noexcept;
+  // Under manual progress the acknowledgement a progress call owes is held
+  // (util/rd_held_ack.hpp) for the answer that would carry it: one peer's,
+  // until our next progress call, a datagram to that peer, or the keeper.
+  util::rd::held_ack held_;
+  bool hold_acks_ = false;
+  // A datagram to p went out and carried its acknowledgement, or p's link
+  // was reset: what is held for p is dropped.
+  void unhold(rdm_peer& p) noexcept {
+    if (held_.holds(&p)) held_.take();
+  }
+  // The end of a progress call: what it owes goes now or is held.
+  void answer_acks() noexcept;
+  // Operations finished (a send or a receive), for progress to tell sparse
+  // traffic from dense. A shared receive context's posting thread finishes
+  // receives too, without our lock: a relaxed load and store, no
+  // read-modify-write (a lost count only costs a system call).
+  std::atomic<uint32_t> finished_{0};
+  void finished() noexcept {
+    finished_.store(finished_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  bool stopped_early_ = false;  // the last progress call left the socket undrained
+  bool dense_ = false;          // data waits when we look: drain the socket
   template <class Lock>
   void on_datagram(const std::byte* buf, size_t n, const sockaddr_storage& from,
                    socklen_t fromlen, uint64_t now) noexcept;
@@ -484,6 +522,7 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   // Peers by socket address (nodes do not move: pointers to peers stay
   // valid), and the ones sent to by fi_addr (an AV index).
   std::unordered_map<peer_key, rdm_peer, peer_key_hash> peers_;
+  rdm_peer* last_from_ = nullptr;  // peer_from's last answer (reset when peers are freed)
   std::vector<rdm_peer*> by_fi_;
   std::vector<rdm_peer*> busy_;      // peers with something in flight or unsent
   std::vector<rdm_peer*> ack_list_;  // peers owed an acknowledgement

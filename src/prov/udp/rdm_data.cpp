@@ -7,6 +7,7 @@
 #include "util/iov.hpp"
 #include "util/msg_ops.hpp"
 #include "util/net.hpp"
+#include "util/sys.hpp"
 #include "util/wait.hpp"
 
 #include <netinet/ip.h>
@@ -132,6 +133,11 @@ uint32_t rdm_endpoint::next_epoch() noexcept {
 rdm_peer* rdm_endpoint::peer_from(const sockaddr_storage& from, socklen_t len) noexcept {
   auto* sa = reinterpret_cast<const sockaddr*>(&from);
   if (len > sizeof(peer_key::bytes)) return nullptr;
+  // The peer of the last datagram, most often the next one's too (a
+  // ping-pong, a stream): a compare instead of hashing the address.
+  if (rdm_peer* last = last_from_; last && last->key->len == len &&
+                                   std::memcmp(last->key->bytes, sa, len) == 0)
+    return last;
   try {
     auto [it, fresh] = peers_.try_emplace(key_of(sa, len));
     rdm_peer& p = it->second;
@@ -142,6 +148,7 @@ rdm_peer* rdm_endpoint::peer_from(const sockaddr_storage& from, socklen_t len) n
       p.link.start(next_epoch());
       p.src = lookup(bound_.av_.get(), sa, len);  // no name port yet
     }
+    last_from_ = &p;
     return &p;
   } catch (const std::bad_alloc&) {
     WEFT_WARN(&provider(), FI_LOG_EP_DATA, "udp RDM: out of memory for a new peer");
@@ -273,12 +280,28 @@ bool rdm_endpoint::send_datagram(rdm_peer& p, const rd::dgram& h, const rdm_tx& 
                                  uint32_t bytes) noexcept {
   iovec v[2 + rdm_tx_iov];
   const size_t n = datagram_iov(v, h, t, off, bytes);
-  msghdr m{};
-  m.msg_name = const_cast<sockaddr*>(p.sa());
-  m.msg_namelen = p.sa_len();
-  m.msg_iov = v;
-  m.msg_iovlen = n;
-  if (::sendmsg(sock_.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+  ssize_t r;
+  if (bytes <= small_datagram) {
+    // Small: gathered here and sent with sendto, which spares the kernel
+    // importing a msghdr and its iovecs (a tenth of a small ping-pong's
+    // time in the kernel).
+    alignas(8) std::byte buf[rdm_headers + small_datagram];
+    size_t len = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (v[i].iov_len) std::memcpy(buf + len, v[i].iov_base, v[i].iov_len);
+      len += v[i].iov_len;
+    }
+    r = util::sys::send_to(sock_.get(), buf, len, MSG_DONTWAIT | MSG_NOSIGNAL, p.sa(),
+                           p.sa_len());
+  } else {
+    msghdr m{};
+    m.msg_name = const_cast<sockaddr*>(p.sa());
+    m.msg_namelen = p.sa_len();
+    m.msg_iov = v;
+    m.msg_iovlen = n;
+    r = util::sys::send_msg(sock_.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  if (r < 0) {
     const int e = errno;
     if (e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS) return false;
     // Anything else is a datagram the network lost: it is sent again.
@@ -286,16 +309,45 @@ bool rdm_endpoint::send_datagram(rdm_peer& p, const rd::dgram& h, const rdm_tx& 
              util::format_sockaddr(p.sa()).c_str(), std::strerror(e));
   }
   p.link.ack_sent();
+  unhold(p);
   return true;
 }
 
 void rdm_endpoint::send_ack(rdm_peer& p) noexcept {
+  unhold(p);
   rd::dgram h;
   p.link.stamp_ack(h);
-  if (::sendto(sock_.get(), &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL, p.sa(), p.sa_len()) >=
-          0 ||
+  if (util::sys::send_to(sock_.get(), &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL, p.sa(),
+                        p.sa_len()) >= 0 ||
       (errno != EAGAIN && errno != ENOBUFS))
     p.link.ack_sent();
+}
+
+// An acknowledgement held by the previous progress call has waited its one
+// call: it goes now, stamped anew. Of those this call owes, one (the first
+// peer's, not the one just released) is held when nobody may sleep on our
+// CQs or counters: a sleeper's call would hold it across its sleep, so the
+// peer would wait for the keeper's tick. The others go now.
+void rdm_endpoint::answer_acks() noexcept {
+  auto* old = static_cast<rdm_peer*>(const_cast<void*>(held_.take()));
+  bool may_hold = hold_acks_ && !ack_list_.empty() && !sleeper_bound();
+  for (rdm_peer* p : ack_list_) {
+    p->ack_listed = false;
+    if (!p->link.ack_due()) continue;
+    if (may_hold && p != old) {
+      rd::dgram h;
+      p->link.stamp_ack(h);
+      if (held_.hold(p, h, p->sa(), p->sa_len())) {
+        p->link.ack_sent();
+        may_hold = false;
+        continue;
+      }
+    }
+    if (p == old) old = nullptr;
+    send_ack(*p);
+  }
+  ack_list_.clear();
+  if (old) send_ack(*old);
 }
 
 template <class Lock>
@@ -326,7 +378,7 @@ void rdm_endpoint::flush_more(uint64_t now) noexcept {
     // flight already: the network might as well have lost them, and they
     // go again at their retransmission timeout.
     for (size_t sent = 0; sent < k;) {
-      const int r = ::sendmmsg(sock_.get(), mm + sent, unsigned(k - sent),
+      const int r = util::sys::send_mmsg(sock_.get(), mm + sent, unsigned(k - sent),
                                MSG_DONTWAIT | MSG_NOSIGNAL);
       if (r <= 0) break;
       sent += size_t(r);
@@ -351,6 +403,7 @@ void rdm_endpoint::flush_more(uint64_t now) noexcept {
       mm[k].msg_hdr.msg_iovlen = datagram_iov(s.v, s.h, *t, off, bytes);
       p->link.sent(rd::flight{t, off, bytes, fl, false, 0}, now);
       p->link.ack_sent();
+      unhold(*p);
       t->queued += bytes;
       if (fl & rd::flag_last) p->unsent = t->next;
       if (++k == more_batch) out();
@@ -451,6 +504,7 @@ void rdm_endpoint::send_or_hold(rdm_peer& p, uint64_t flags) noexcept {
 
 template <class Lock>
 void rdm_endpoint::complete_tx(rdm_tx* t) noexcept {
+  finished();
   if (t->complete) {
     util::cq_entry ce{};
     ce.op_context = t->context;
@@ -547,6 +601,7 @@ void rdm_endpoint::count_and_free_rx(fi_peer_rx_entry* e) noexcept {
 
 template <class Lock>
 void rdm_endpoint::finish_rx(fi_peer_rx_entry* e) noexcept {
+  finished();
   // Behind completions already waiting, to keep their order.
   if (!rx_deferred_any_.load(std::memory_order_acquire) && write_rx<Lock>(e)) [[likely]] {
     count_and_free_rx<Lock>(e);
@@ -633,6 +688,7 @@ void rdm_endpoint::fail_peer(rdm_peer& p, int err, const char* why) noexcept {
   drop_rx<Lock>(p, FI_EIO);
   drop_rma<Lock>(p, err, true);
   p.rx_dropped = false;
+  unhold(p);  // it would name the old incarnation
   p.link.reset(next_epoch());
 }
 
@@ -958,7 +1014,7 @@ void rdm_endpoint::on_datagram(const std::byte* buf, size_t n, const sockaddr_st
     // (Renewed while something of it is half-received or owed to us: it
     // cannot have dropped its link cleanly, so it restarted.)
     if (p->head || p->waited_for()) fail_peer<Lock>(*p, FI_ECONNRESET, "restarted");
-    else p->link.reset(next_epoch());
+    else unhold(*p), p->link.reset(next_epoch());
     r = p->link.receive(v, now, on_ack);
   }
   p->heard_ns = now;
@@ -1009,28 +1065,36 @@ void rdm_endpoint::progress() noexcept {
   if (rx_deferred_any_.load(std::memory_order_acquire)) [[unlikely]] flush_rx_deferred<Lock>();
   uint64_t now = util::now_ns();
   if (!more_.empty()) [[unlikely]] flush_more<Lock>(now);  // sends FI_MORE held
+  // Sparse traffic (a ping-pong) ends the loop at the datagram that
+  // finished an operation: the next recvfrom would only say that nothing
+  // more came, a system call on the answer's path. A call that finds data
+  // waiting at once after such an early end (the traffic is dense) drains
+  // the socket again, until a call finds at most one datagram. Manual
+  // progress only: the thread of automatic progress drains what woke it.
+  int got = 0;
+  bool drained = true;
   for (int i = 0; i < rx_batch; ++i) {
-    // recvmsg, not recvfrom: the same system call for the kernel, but
-    // ThreadSanitizer takes a datagram received by recvmsg as ordered after
-    // its send (it models no order for recvfrom). Writes and atomics that a
-    // target's progress thread applies before acknowledging are then seen
-    // as ordered before the initiator's completion (docs/decisions.md).
+    // (util/sys.hpp: recvmsg under ThreadSanitizer, which then orders a
+    // datagram's receipt after its send: writes and atomics that a target's
+    // progress thread applies before acknowledging are seen as ordered
+    // before the initiator's completion; docs/decisions.md.)
     sockaddr_storage from;
-    iovec v{rxbuf_.get(), proto::max_payload + 1};
-    msghdr m{};
-    m.msg_name = &from;
-    m.msg_namelen = sizeof from;
-    m.msg_iov = &v;
-    m.msg_iovlen = 1;
-    ssize_t r = ::recvmsg(sock_.get(), &m, MSG_DONTWAIT);
+    socklen_t fromlen = sizeof from;
+    const ssize_t r = util::sys::recv_from(sock_.get(), rxbuf_.get(), proto::max_payload + 1,
+                                           MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from),
+                                           &fromlen);
     if (r < 0) break;
-    on_datagram<Lock>(rxbuf_.get(), size_t(r), from, m.msg_namelen, now);
+    if (++got == 1 && stopped_early_) dense_ = true;
+    const uint32_t before = finished_.load(std::memory_order_relaxed);
+    on_datagram<Lock>(rxbuf_.get(), size_t(r), from, fromlen, now);
+    if (!dense_ && !auto_ && finished_.load(std::memory_order_relaxed) != before) {
+      drained = false;
+      break;
+    }
   }
-  for (rdm_peer* p : ack_list_) {
-    p->ack_listed = false;
-    if (p->link.ack_due()) send_ack(*p);
-  }
-  ack_list_.clear();
+  stopped_early_ = !drained;
+  if (drained && got <= 1) dense_ = false;
+  answer_acks();
   if (!refused_.empty()) reopen_refused<Lock>(now);
   for (size_t i = 0; i < busy_.size();) {
     rdm_peer* p = busy_[i];
@@ -1068,6 +1132,7 @@ void rdm_endpoint::renew_peer(rdm_peer& p) noexcept {
   WEFT_INFO(&provider(), FI_LOG_EP_DATA,
             "udp RDM peer %s made a fresh link to us: what we had queued goes again",
             util::format_sockaddr(p.sa()).c_str());
+  unhold(p);
   p.link.renew();
   for (rdm_tx* t = p.head; t; t = t->next) t->queued = 0;
   p.unsent = p.head;
@@ -1085,10 +1150,12 @@ void rdm_endpoint::reclaim_idle(uint64_t now) noexcept {
   next_reclaim_ns_ = now + idle_ns_ / 4;
   size_t n = 0;
   for (auto& [key, p] : peers_)
-    if (p.idle() && now - p.heard_ns >= idle_ns_) p.busy_at = -2, ++n;  // marked
+    if (p.idle() && now - p.heard_ns >= idle_ns_ && !held_.holds(&p))
+      p.busy_at = -2, ++n;  // marked
   if (!n) return;
   for (rdm_peer*& q : by_fi_)
     if (q && q->busy_at == -2) q = nullptr;
+  last_from_ = nullptr;
   std::erase_if(peers_, [](const auto& kv) { return kv.second.busy_at == -2; });
   WEFT_INFO(&provider(), FI_LOG_EP_DATA,
             "udp RDM: idle peers' state reclaimed: %zu (idle for %llu ms; %zu peers keep state)",

@@ -127,6 +127,7 @@ rdm_endpoint::rdm_endpoint(util::domain& dom, const fi_info& info, size_t fclass
                                                       rd_cfg_.rto_min_us, rd_cfg_.rto_max_us));
   // This endpoint on the wire, for its whole life (rd_proto.hpp).
   rd_cfg_.instance = uint32_t(rd()) | 1u;
+  hold_acks_ = !auto_ && cfg().rdm_ack_hold;
   if (cfg().rdm_peer_idle_ms)
     idle_ns_ = std::max(cfg().rdm_peer_idle_ms, 2 * cfg().rdm_peer_timeout_ms) * 1'000'000ull;
   rx_size_ = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : 1024;
@@ -176,6 +177,7 @@ void rdm_endpoint::take_socket(util::unique_fd s) noexcept {
   local_len_ = sizeof local_;
   ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&local_), &local_len_);
   sock_ = std::move(s);
+  held_.set_socket(sock_.get());
 }
 
 int rdm_endpoint::close() {
@@ -183,6 +185,13 @@ int rdm_endpoint::close() {
   // The domain's thread lets go of us first (remove waits for a run under way).
   if (enabled_ && auto_) domain_->auto_progress().remove(this);
   if (adopted_) sep_slot_->sep().disown(this);  // likewise our transmit contexts
+  // A held acknowledgement goes now (a peer may wait for it), and the keeper
+  // lets go of our socket.
+  with_lock([&]<class Lock>() {
+    [[maybe_unused]] auto g = guard<Lock>();
+    if (auto* p = static_cast<rdm_peer*>(const_cast<void*>(held_.take()))) send_ack(*p);
+  });
+  held_.close();
   // Under a shared context (which outlives us): what we were filling fails
   // and what we queued is withdrawn, while our CQ is still bound.
   if (enabled_ && !srx_) with_lock([&]<class Lock>() { retire_receives<Lock>(); });

@@ -35,6 +35,9 @@ struct config {
   // reliability state reclaimed (its AV entry stays); 0: never. At least
   // twice the peer timeout (rdm_endpoint::reclaim_idle says why).
   uint64_t rdm_peer_idle_ms = 60000;
+  // FI_EP_RDM, manual progress: an acknowledgement waits for the answer that
+  // would carry it (util/rd_held_ack.hpp).
+  bool rdm_ack_hold = true;
 };
 const config& cfg() noexcept;
 // The most a duration parameter in milliseconds may say: a week. More would

@@ -59,11 +59,21 @@ class udp_rdm_sep_wire : public testing::Test {
   }
   void TearDown() override {
     if (raw >= 0) ::close(raw);
-    if (ep) EXPECT_EQ(fi_close(&ep->fid), 0);
-    if (cq) EXPECT_EQ(fi_close(&cq->fid), 0);
-    if (av) EXPECT_EQ(fi_close(&av->fid), 0);
-    if (dom) EXPECT_EQ(fi_close(&dom->fid), 0);
-    if (fab) EXPECT_EQ(fi_close(&fab->fid), 0);
+    if (ep) {
+      EXPECT_EQ(fi_close(&ep->fid), 0);
+    }
+    if (cq) {
+      EXPECT_EQ(fi_close(&cq->fid), 0);
+    }
+    if (av) {
+      EXPECT_EQ(fi_close(&av->fid), 0);
+    }
+    if (dom) {
+      EXPECT_EQ(fi_close(&dom->fid), 0);
+    }
+    if (fab) {
+      EXPECT_EQ(fi_close(&fab->fid), 0);
+    }
     fi_freeinfo(info);
   }
   // Message `seq` of a fresh link from the raw socket: one datagram.
