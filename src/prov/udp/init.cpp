@@ -64,8 +64,8 @@ fi_provider* weft_udp_provider() noexcept {
     fi_param_define(&provider(), "rdm_ack_hold", FI_PARAM_BOOL,
                     "FI_EP_RDM under manual progress: hold the acknowledgement a progress "
                     "call owes one peer until the next call or a datagram to that peer "
-                    "carries it, or a keeper thread sends it within 1 ms; 0 sends it at "
-                    "the end of the call (default: 1)");
+                    "carries it, or a keeper thread sends it within about 8.5 ms; 0 sends "
+                    "it at the end of the call (default: 1)");
     int hold = 1;
     if (fi_param_get_bool(&provider(), "rdm_ack_hold", &hold) == 0)
       the_config.rdm_ack_hold = hold != 0;
