@@ -50,6 +50,14 @@ inline ssize_t recv_from(int fd, void* buf, size_t len, int flags, sockaddr* fro
 #endif
 }
 
+inline ssize_t recv(int fd, void* buf, size_t len, int flags) noexcept {
+#ifdef WEFT_SYS_LIBC
+  return ::recv(fd, buf, len, flags);
+#else
+  return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
+#endif
+}
+
 inline ssize_t recv_msg(int fd, msghdr* m, int flags) noexcept {
 #ifdef WEFT_SYS_LIBC
   return ::recvmsg(fd, m, flags);

@@ -6,6 +6,7 @@
 #include "prov/tcp/tcp.hpp"
 #include "util/ip_codec.hpp"
 #include "util/net.hpp"
+#include "util/sys.hpp"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -281,7 +282,7 @@ ssize_t conn::write_out(const iovec* v, size_t k) noexcept {
   m.msg_iov = const_cast<iovec*>(v);
   m.msg_iovlen = k;
   for (;;) {
-    ssize_t n = ::sendmsg(sock_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = util::sys::send_msg(sock_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) return n;
     if (errno != EINTR) return errno == EWOULDBLOCK ? -EAGAIN : -errno;
   }
@@ -363,7 +364,7 @@ ssize_t conn::read_into(void* buf, size_t len) noexcept {
     return n;
   }
   for (;;) {
-    ssize_t n = ::recv(sock_.get(), buf, len, MSG_DONTWAIT);
+    ssize_t n = util::sys::recv(sock_.get(), buf, len, MSG_DONTWAIT);
     if (n >= 0) return n;
     if (errno != EINTR) return errno == EWOULDBLOCK ? -EAGAIN : -errno;
   }
