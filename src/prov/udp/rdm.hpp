@@ -367,6 +367,10 @@ class rdm_endpoint : public util::endpoint_object<rdm_endpoint> {
   void finished() noexcept {
     finished_.store(finished_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
+  // take_data refused a message meant for another receive context: neither
+  // taken nor refused for room (no acknowledgement at all).
+  bool misaddressed_ = false;
+  uint64_t misaddressed_logged_ns_ = 0;
   bool stopped_early_ = false;  // the last progress call left the socket undrained
   bool dense_ = false;          // data waits when we look: drain the socket
   template <class Lock>

@@ -820,13 +820,22 @@ bool rdm_endpoint::take_data(rdm_peer& p, const rd::view& v) noexcept {
       if (v.m.rx_index != rx_index_) {
         // Meant for another receive context: an fi_rx_addr index past its
         // peer's count reached another socket's port. Nothing is delivered
-        // to an endpoint the sender did not mean.
-        WEFT_WARN(&provider(), FI_LOG_EP_DATA,
-                  "udp RDM peer %s: dropped a message meant for receive context %u (this is %u)",
-                  util::format_sockaddr(p.sa()).c_str(), unsigned(v.m.rx_index),
-                  unsigned(rx_index_));
-        p.rx_dropped = !(h.flags & rd::flag_last);
-        return true;
+        // to an endpoint the sender did not mean, and nothing acknowledged:
+        // the sender's operations fail at its peer timeout (FI_ETIMEDOUT),
+        // as they do where no socket answers. Acknowledged, they would have
+        // completed as if delivered. Logged once a second at most: the
+        // sender resends until then.
+        const uint64_t now = util::now_ns();
+        if (now - misaddressed_logged_ns_ >= 1'000'000'000) {
+          misaddressed_logged_ns_ = now;
+          WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+                    "udp RDM peer %s: a message meant for receive context %u (this is %u) is "
+                    "refused, unacknowledged",
+                    util::format_sockaddr(p.sa()).c_str(), unsigned(v.m.rx_index),
+                    unsigned(rx_index_));
+        }
+        misaddressed_ = true;
+        return false;
       }
       // A transmit context: known by its scalable endpoint's port.
       p.name_port = v.m.name_port;
@@ -1022,6 +1031,8 @@ void rdm_endpoint::on_datagram(const std::byte* buf, size_t n, const sockaddr_st
     case rd::verdict::deliver:
       if (take_data<Lock>(*p, v)) {
         p->link.consumed();
+      } else if (misaddressed_) [[unlikely]] {
+        misaddressed_ = false;  // dropped, unacknowledged (take_data)
       } else {
         // No room now: the peer holds on, and hears when room may have come.
         p->link.refuse();

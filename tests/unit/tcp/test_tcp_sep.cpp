@@ -42,8 +42,22 @@ class tcp_sep : public rdm_fixture {
       if (l < 0) return 0;
       uint16_t p = ntohs(at.sin_port);
       ::close(l);
+      // Free means bindable (as the provider binds: SO_REUSEADDR), not only
+      // "nothing listens": a parallel test's connection may hold a port.
       bool free = p + n <= 65535;
-      for (size_t k = 0; free && k < n; ++k) free = !listening(uint16_t(p + k));
+      int held[8];
+      size_t k = 0;
+      for (; free && k < n && k < 8; ++k) {
+        held[k] = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int one = 1;
+        ::setsockopt(held[k], SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(uint16_t(p + k));
+        free = ::bind(held[k], reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+      }
+      for (size_t j = 0; j < k; ++j) ::close(held[j]);
       if (free) return p;
     }
     return 0;
@@ -71,14 +85,24 @@ TEST_F(tcp_sep, a_port_asked_for_is_the_address_and_the_block_follows_it) {
 // A block one of whose ports another socket holds is refused, logged, and
 // leaves nothing listening.
 TEST_F(tcp_sep, a_block_another_socket_holds_part_of_is_refused) {
-  const uint16_t p = free_block(2);
-  ASSERT_NE(p, 0);
-  int other = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(uint16_t(p + 1));
-  ASSERT_EQ(::bind(other, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  // Another test running meanwhile may take a port between free_block and
+  // the bind: a fresh block then.
+  uint16_t p = 0;
+  int other = -1;
+  for (int attempt = 0; attempt < 20 && other < 0; ++attempt) {
+    p = free_block(2);
+    ASSERT_NE(p, 0);
+    other = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(uint16_t(p + 1));
+    if (::bind(other, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(other);
+      other = -1;
+    }
+  }
+  ASSERT_GE(other, 0) << "no two free ports in 20 tries";
   ASSERT_EQ(::listen(other, 1), 0);
   fi_info* i = at_port(p, 2);
   fid_ep* sep = nullptr;
