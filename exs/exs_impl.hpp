@@ -17,6 +17,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -204,7 +205,19 @@ struct library {
   uint64_t next_key = 1;
   int epfd = -1, kick_fd = -1;
   bool thread_started = false;
+  // A thread waiting in exs_qdequeue first drives progress itself for up to
+  // spin (EXS_SPIN_US): the event it waits for is then found with no
+  // thread woken and no wait object written. While one does, until
+  // spin_lease, the progress thread keeps off (its armed wait objects would
+  // make every completion a system call and a wake-up on the spinner's
+  // path); a spinner that gives up kicks it before it sleeps.
+  std::chrono::steady_clock::duration spin{};
+  std::chrono::steady_clock::time_point spin_lease{};
 };
+
+// One pass of progress over every fabric (the lock held): completions,
+// connection events, and sockets whose posts met FI_EAGAIN (fabric.cpp).
+void progress_pass(library& L);
 
 library& lib();
 

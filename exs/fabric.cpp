@@ -5,10 +5,12 @@
 #include "exs_impl.hpp"
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -121,16 +123,20 @@ void progress_loop() {
   std::unique_lock lk(L.m);
   epoll_event evs[16];
   while (!stopping) {
-    for (size_t i = 0; i < L.fabrics.size(); ++i) {
-      fabric_ctx* fc = L.fabrics[i];
-      handle_cq(fc);
-      handle_eq(fc);
-      handle_cq(fc);
-    }
-    if (!L.retry.empty()) {
-      std::vector<sock*> again;
-      again.swap(L.retry);
-      for (sock* s : again) pump(s);
+    progress_pass(L);
+    // A thread spins in exs_qdequeue: it drives progress; we sleep, armed
+    // on nothing but the kick, until its lease ends or it kicks us.
+    const auto now = std::chrono::steady_clock::now();
+    if (L.spin_lease > now) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(L.spin_lease - now);
+      lk.unlock();
+      pollfd p{L.kick_fd, POLLIN, 0};
+      if (poll(&p, 1, int(left.count())) > 0) {
+        uint64_t v;
+        [[maybe_unused]] ssize_t r = read(L.kick_fd, &v, sizeof v);
+      }
+      lk.lock();
+      continue;
     }
     // Sleep only when every queue is empty (fi_trywait), so nothing that
     // arrived before the wait fds were armed is missed.
@@ -154,11 +160,28 @@ void progress_loop() {
 
 }  // namespace
 
+void progress_pass(library& L) {
+  for (size_t i = 0; i < L.fabrics.size(); ++i) {
+    fabric_ctx* fc = L.fabrics[i];
+    handle_cq(fc);
+    handle_eq(fc);
+    handle_cq(fc);
+  }
+  if (!L.retry.empty()) {
+    std::vector<sock*> again;
+    again.swap(L.retry);
+    for (sock* s : again) pump(s);
+  }
+}
+
 void kick();
 
 void start_progress() {
   library& L = lib();
   if (L.thread_started) return;
+  long spin_us = 50;
+  if (const char* e = std::getenv("EXS_SPIN_US")) spin_us = std::strtol(e, nullptr, 10);
+  L.spin = std::chrono::microseconds(std::clamp(spin_us, 0L, 1'000'000L));
   L.epfd = epoll_create1(EPOLL_CLOEXEC);
   L.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_event ev{};

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 // libexs: event queues. Every operation reserves its event's slot when it
 // is posted, so an event is never dropped for lack of room; a thread asleep
-// in exs_qdequeue wakes as soon as an event is queued (a condition
+// in exs_qdequeue first drives progress itself for up to EXS_SPIN_US
+// (library::spin), then sleeps until an event is queued (a condition
 // variable, no polling).
 #include "exs_impl.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 
@@ -65,6 +67,27 @@ EXS_API int exs_qdequeue(exs_qhandle_t qh, exs_event_t* events, int nevents,
     if (timeout)
       deadline += std::chrono::seconds(timeout->tv_sec) + std::chrono::nanoseconds(timeout->tv_nsec);
     q->waiters++;
+    if (L.spin.count() > 0 && L.thread_started) {
+      // Drive progress from here for a while (EXS_SPIN_US; library::spin
+      // says why), the lock let go between passes. The progress thread is
+      // kept off by the lease, and kicked if we give up and sleep.
+      const auto start = std::chrono::steady_clock::now();
+      auto end = start + L.spin;
+      if (timeout) end = std::min(end, deadline);
+      constexpr auto lease = std::chrono::milliseconds(2);
+      for (auto now = start;; now = std::chrono::steady_clock::now()) {
+        L.spin_lease = std::max(L.spin_lease, now + lease);
+        progress_pass(L);
+        if (!q->events.empty() || now >= end) break;
+        lk.unlock();
+        __builtin_ia32_pause();
+        lk.lock();
+      }
+      if (q->events.empty()) {
+        L.spin_lease = {};
+        kick();
+      }
+    }
     while (q->events.empty()) {
       if (!timeout) {
         q->cv.wait(lk);
