@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: MIT
 // weft — socket calls of the data path, straight to the kernel.
 //
-// Why. glibc's recvfrom, recvmsg, sendto, sendmsg and sendmmsg are
-// cancellation points: once a process has a second thread (every MPI
-// process; any weft process with a provider thread, such as the keeper of
-// util/rd_held_ack.hpp) each call switches the thread's cancellation type
-// on and off around the system call, two atomic read-modify-writes that
-// showed as 5% of a udp RDM ping-pong's time. weft calls them only on
-// non-blocking sockets or with MSG_DONTWAIT, never where an application
-// would expect a cancellation point, so they enter the kernel through
-// syscall(2), which is none.
+// Why. glibc's recv, recvfrom, recvmsg, sendto, sendmsg, sendmmsg and
+// epoll_wait are cancellation points: once a process has a second thread
+// (every MPI process, libexs's, any weft process with a provider thread
+// such as the keeper of util/rd_held_ack.hpp) each call switches the
+// thread's cancellation type on and off around the system call, two atomic
+// read-modify-writes that showed as 5% of a udp RDM ping-pong's time. weft
+// calls these only on non-blocking sockets, with MSG_DONTWAIT or with a
+// timeout of 0, never where an application would expect a cancellation
+// point, so they enter the kernel through syscall(2), which is none.
 //
 // Sanitizer builds keep libc's functions: AddressSanitizer checks the
 // buffers in its interceptors, and ThreadSanitizer orders a datagram's
@@ -17,6 +17,7 @@
 // recvfrom, so recv_from is recvmsg there).
 #pragma once
 
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -88,6 +89,17 @@ inline int send_mmsg(int fd, mmsghdr* v, unsigned n, int flags) noexcept {
   return ::sendmmsg(fd, v, n, flags);
 #else
   return int(::syscall(SYS_sendmmsg, fd, v, n, flags));
+#endif
+}
+
+// A poll of ready descriptors that never waits (timeout 0): the data
+// path's. Sleeping waits keep libc's epoll_wait, a cancellation point there
+// as the application may expect.
+inline int epoll_poll(int epfd, epoll_event* evs, int n) noexcept {
+#ifdef WEFT_SYS_LIBC
+  return ::epoll_wait(epfd, evs, n, 0);
+#else
+  return int(::syscall(SYS_epoll_wait, epfd, evs, n, 0));
 #endif
 }
 

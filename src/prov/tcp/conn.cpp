@@ -390,7 +390,7 @@ int conn::drain_socket() noexcept {
   // Bounded: a peer that floods wake bytes cannot hold us here. Bytes left
   // keep the socket readable, so a sleeper still wakes at once.
   for (int i = 0; i < 16; ++i) {
-    ssize_t n = ::recv(sock_.get(), scratch, sizeof scratch, MSG_DONTWAIT);
+    ssize_t n = util::sys::recv(sock_.get(), scratch, sizeof scratch, MSG_DONTWAIT);
     if (n > 0) continue;
     if (n < 0 && errno == EINTR) continue;
     r = n == 0 ? 0 : (errno == EAGAIN || errno == EWOULDBLOCK ? 1 : -errno);

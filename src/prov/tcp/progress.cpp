@@ -8,6 +8,7 @@
 // same-host stream are read and written on every call (progress_local).
 #include "core/log.hpp"
 #include "prov/tcp/tcp.hpp"
+#include "util/sys.hpp"
 #include "util/wait.hpp"
 #include "util/yield.hpp"
 
@@ -72,7 +73,7 @@ bool endpoint::run_progress() noexcept {
     direct_polls_ = 0;
   }
   epoll_event evs[32];
-  int n = epoll_wait(epoll_.get(), evs, 32, 0);
+  int n = util::sys::epoll_poll(epoll_.get(), evs, 32);
   bool timer = false;
   for (int i = 0; i < n; ++i) {
     void* p = evs[i].data.ptr;
