@@ -14,6 +14,12 @@
 // agree). Exit status 0 when everything arrived intact, else 1 with the
 // reason on stderr.
 //
+// WEFT_NETNS_PROV names another provider (udp_netem.sh: udp, over a veth
+// that loses, reorders, duplicates and delays). WEFT_NETNS_BIG adds 0-byte
+// and 16 MiB messages to the echoes. After the echoes the client streams
+// stream_count sequenced messages without waiting: the server takes each
+// once and in order, and no message more comes.
+//
 // A host that crashes and comes back (FI_EP_RDM), steps told through files
 // in <dir>:
 //
@@ -84,8 +90,18 @@ constexpr size_t counter_off = 256 << 10;
 constexpr size_t window_len = counter_off + 64;
 constexpr uint64_t counter_start = 1000;
 constexpr int fetch_adds = 100;
-constexpr size_t echo_sizes[] = {1, 100, 4096, 65536, 1 << 20};
-constexpr size_t max_echo = 1 << 20;
+const char* prov_name() {
+  const char* p = std::getenv("WEFT_NETNS_PROV");
+  return p && *p ? p : "tcp";
+}
+bool big() { return std::getenv("WEFT_NETNS_BIG") != nullptr; }
+std::vector<size_t> echo_sizes() {
+  if (big()) return {0, 1, 100, 4096, 65536, 1 << 20, 16 << 20};
+  return {1, 100, 4096, 65536, 1 << 20};
+}
+size_t max_echo() { return big() ? 16 << 20 : 1 << 20; }
+constexpr int stream_count = 200;
+constexpr size_t stream_len = 64;
 
 char pattern(size_t i, unsigned seed) { return static_cast<char>(i * 131 + seed * 7 + (i >> 12)); }
 
@@ -113,7 +129,8 @@ struct host {
   fi_addr_t peer = 0;  // FI_EP_RDM: the other host; FI_EP_MSG: ignored
   uint64_t mr_mode = 0;
 
-  // fi_getinfo for the tcp provider at `node` (our own address), `service`.
+  // fi_getinfo for the provider (prov_name) at `node` (our own address),
+  // `service`.
   void getinfo(const char* type, const char* node, const char* service) {
     rdm = std::strcmp(type, "rdm") == 0;
     if (!rdm && std::strcmp(type, "msg") != 0) die("endpoint type %s: rdm or msg", type);
@@ -124,9 +141,9 @@ struct host {
     hints->addr_format = FI_SOCKADDR_IN;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    hints->fabric_attr->prov_name = strdup("tcp");
+    hints->fabric_attr->prov_name = strdup(prov_name());
     check(fi_getinfo(FI_VERSION(1, 17), node, service, FI_SOURCE, hints, &info),
-          "fi_getinfo (is FI_TCP_IFACE the interface of this address?)");
+          "fi_getinfo (is FI_<PROV>_IFACE the interface of this address?)");
     fi_freeinfo(hints);
     mr_mode = info->domain_attr->mr_mode;
     check(fi_fabric(info->fabric_attr, &fabric, nullptr), "fi_fabric");
@@ -230,14 +247,14 @@ struct host {
   }
 };
 
-// FI_TCP_IFACE names the veth: fi_getinfo without a node offers its address
-// only (not the loopback's).
+// FI_TCP_IFACE (FI_UDP_IFACE) names the veth: fi_getinfo without a node
+// offers its address only (not the loopback's).
 void check_interface_choice(const char* addr) {
   fi_info* hints = fi_allocinfo();
   hints->caps = FI_MSG;
   hints->ep_attr->type = FI_EP_RDM;
   hints->addr_format = FI_SOCKADDR_IN;
-  hints->fabric_attr->prov_name = strdup("tcp");
+  hints->fabric_attr->prov_name = strdup(prov_name());
   fi_info* info = nullptr;
   check(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info), "fi_getinfo (no node)");
   for (fi_info* i = info; i; i = i->next) {
@@ -258,6 +275,92 @@ void check_own_address(host& h, const char* addr) {
   char text[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &me.sin_addr, text, sizeof text);
   if (std::strcmp(text, addr) != 0) die("the endpoint is bound to %s, not %s", text, addr);
+}
+
+// Waits for `n` completions of contexts in [first, first + n): each once.
+// Returns them in the order they came.
+std::vector<int> take_completions(host& h, fi_context2* first, int n, const char* what) {
+  std::vector<int> order;
+  auto deadline = clock_type::now() + std::chrono::seconds(60);
+  while (int(order.size()) < n) {
+    fi_cq_data_entry e;
+    ssize_t r = fi_cq_sread(h.cq, &e, 1, nullptr, 100);
+    if (r == 1) {
+      auto* c = static_cast<fi_context2*>(e.op_context);
+      if (c < first || c >= first + n) die("%s: a completion for something else", what);
+      order.push_back(int(c - first));
+    } else if (r == -FI_EAVAIL) {
+      fi_cq_err_entry ee{};
+      fi_cq_readerr(h.cq, &ee, 0);
+      die("%s failed: %s", what, fi_strerror(ee.err));
+    } else if (r != -FI_EAGAIN) {
+      die("%s: fi_cq_sread: %s", what, fi_strerror(int(-r)));
+    }
+    if (clock_type::now() > deadline)
+      die("%s: %zu of %d completions in 60 s", what, order.size(), n);
+  }
+  return order;
+}
+
+// The client's stream (after the echoes): stream_count messages of
+// stream_len bytes, each carrying its number, all posted before any is
+// waited for.
+void send_stream(host& h, char* buf, void* desc) {
+  std::vector<fi_context2> ctx(stream_count);
+  for (int k = 0; k < stream_count; ++k) {
+    char* b = buf + size_t(k) * stream_len;
+    for (size_t i = 0; i < stream_len; ++i) b[i] = pattern(i, 100 + unsigned(k));
+    std::memcpy(b, &k, sizeof k);
+    h.post([&] { return fi_send(h.ep, b, stream_len, desc, h.peer, &ctx[size_t(k)]); },
+           "stream send");
+  }
+  take_completions(h, ctx.data(), stream_count, "stream sends");
+  // Nothing more is sent until the server has looked for a message more.
+  ctl c{};
+  fi_context2 rctx;
+  h.recv(&c, sizeof c, nullptr, &rctx, "receive stream verdict");
+  h.wait(&rctx, "stream verdict");
+  if (c.kind != verdict || !c.ok) die("the server found the stream wrong");
+}
+
+// The server's side: a receive posted for each message and one more. Each
+// message lands once, in order (receives match in the order posted), byte
+// for byte; the extra one gets nothing (a message delivered twice would
+// fill it) and is cancelled.
+void take_stream(host& h, char* buf, void* desc) {
+  std::vector<fi_context2> ctx(stream_count + 1);
+  for (int k = 0; k <= stream_count; ++k)
+    h.recv(buf + size_t(k) * stream_len, stream_len, desc, &ctx[size_t(k)], "stream receive");
+  std::vector<int> order = take_completions(h, ctx.data(), stream_count, "stream receives");
+  for (int k = 0; k < stream_count; ++k) {
+    if (order[size_t(k)] != k) die("stream: receive %d completed %dth", order[size_t(k)], k);
+    const char* b = buf + size_t(k) * stream_len;
+    int seq = -1;
+    std::memcpy(&seq, b, sizeof seq);
+    if (seq != k) die("stream: receive %d holds message %d (out of order or repeated)", k, seq);
+    for (size_t i = sizeof seq; i < stream_len; ++i)
+      if (b[i] != pattern(i, 100 + unsigned(k))) die("stream: message %d, byte %zu differs", k, i);
+  }
+  fi_cq_data_entry e;
+  ssize_t r = fi_cq_sread(h.cq, &e, 1, nullptr, 500);
+  if (r == 1) die("stream: a message more arrived (a duplicate delivered)");
+  check(int(fi_cancel(&h.ep->fid, &ctx[stream_count])), "fi_cancel of the extra receive");
+  auto deadline = clock_type::now() + std::chrono::seconds(10);
+  for (;;) {
+    r = fi_cq_sread(h.cq, &e, 1, nullptr, 100);
+    if (r == -FI_EAVAIL) {
+      fi_cq_err_entry ee{};
+      fi_cq_readerr(h.cq, &ee, 0);
+      if (ee.op_context == &ctx[stream_count] && ee.err == FI_ECANCELED) break;
+      die("stream: the extra receive ended with %s", fi_strerror(ee.err));
+    }
+    if (r == 1) die("stream: a message more arrived (a duplicate delivered)");
+    if (clock_type::now() > deadline) die("stream: the extra receive was not cancelled");
+  }
+  ctl v{};
+  v.kind = verdict;
+  v.ok = 1;
+  h.send(&v, sizeof v, nullptr, "send stream verdict");
 }
 
 int server(host& h, const char* addr, const char* port, const char* ready) {
@@ -285,7 +388,7 @@ int server(host& h, const char* addr, const char* port, const char* ready) {
   }
   (void)port;
   host::region wr = h.reg(win.data(), win.size(), FI_REMOTE_READ | FI_REMOTE_WRITE, 7);
-  std::vector<char> buf(max_echo);
+  std::vector<char> buf(max_echo());
   host::region br = h.reg(buf.data(), buf.size(), FI_SEND | FI_RECV, 8);
   fi_context2 rctx;
   ctl c{};
@@ -302,7 +405,7 @@ int server(host& h, const char* addr, const char* port, const char* ready) {
   w.len = win.size();
   h.send(&w, sizeof w, nullptr, "send window");
   unsigned seed = 0;
-  for (size_t size : echo_sizes) {
+  for (size_t size : echo_sizes()) {
     h.recv(buf.data(), buf.size(), br.desc, &rctx, "receive echo");
     h.wait(&rctx, "echo request");
     for (size_t i = 0; i < size; ++i)
@@ -310,6 +413,7 @@ int server(host& h, const char* addr, const char* port, const char* ready) {
     h.send(buf.data(), size, br.desc, "send echo");
     ++seed;
   }
+  take_stream(h, buf.data(), br.desc);
   // The client's RMA and atomics are served while we wait for its `done`.
   h.recv(&c, sizeof c, nullptr, &rctx, "receive done");
   h.wait(&rctx, "done");
@@ -352,7 +456,7 @@ int client(host& h, const char* addr, const char* port, const char* server_addr)
     h.cm_event(FI_CONNECTED);
   }
   check_own_address(h, addr);
-  std::vector<char> out(max_echo), in(max_echo), rbuf(window_len);
+  std::vector<char> out(max_echo()), in(max_echo()), rbuf(window_len);
   host::region outr = h.reg(out.data(), out.size(), FI_SEND | FI_WRITE, 1);
   host::region inr = h.reg(in.data(), in.size(), FI_RECV | FI_READ, 2);
   host::region rr = h.reg(rbuf.data(), rbuf.size(), FI_READ | FI_WRITE, 3);
@@ -369,7 +473,7 @@ int client(host& h, const char* addr, const char* port, const char* server_addr)
 
   // Messages, echoed and checked.
   unsigned seed = 0;
-  for (size_t size : echo_sizes) {
+  for (size_t size : echo_sizes()) {
     for (size_t i = 0; i < size; ++i) out[i] = pattern(i, 10 + seed);
     std::memset(in.data(), 0, size);
     h.recv(in.data(), in.size(), inr.desc, &rctx, "receive echo");
@@ -378,6 +482,7 @@ int client(host& h, const char* addr, const char* port, const char* server_addr)
     if (std::memcmp(in.data(), out.data(), size) != 0) die("the echo of %zu bytes differs", size);
     ++seed;
   }
+  send_stream(h, out.data(), outr.desc);
   // RMA: write a range, read it back, read what the server put there.
   for (size_t i = 0; i < write_len; ++i) out[i] = pattern(i, 1);
   h.post([&] {
@@ -420,8 +525,10 @@ int client(host& h, const char* addr, const char* port, const char* server_addr)
   h.wait(&rctx, "verdict");
   if (v.kind != verdict || !v.ok) die("the server found the window wrong");
   for (host::region* r : {&outr, &inr, &rr}) fi_close(&r->mr->fid);
-  std::printf("client (%s): %zu echoes, fi_write, fi_read and %d fetch-adds over %s -> %s\n",
-              h.rdm ? "rdm" : "msg", std::size(echo_sizes), fetch_adds, addr, server_addr);
+  std::printf("client (%s %s): %zu echoes, %d streamed, fi_write, fi_read and %d fetch-adds over "
+              "%s -> %s\n",
+              prov_name(), h.rdm ? "rdm" : "msg", echo_sizes().size(), stream_count, fetch_adds,
+              addr, server_addr);
   return 0;
 }
 
