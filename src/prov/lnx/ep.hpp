@@ -173,6 +173,12 @@ class endpoint : public util::endpoint_object<endpoint> {
     return refuse_size(bytes, inject);
   }
   size_t atomic_bytes() const noexcept { return atomic_bytes_; }
+  // Transmit flags this endpoint refuses (pass.hpp): FI_TRIGGER always,
+  // FI_FENCE unless it was opened with the capability (its cores always
+  // are, so lnx refuses it itself).
+  uint64_t refused_tx_flags() const noexcept {
+    return FI_TRIGGER | ((caps_ & FI_FENCE) ? 0 : FI_FENCE);
+  }
   const std::vector<core_ep>& cores() const noexcept { return cores_; }
   uint64_t rx_op_flags() const noexcept { return rx_op_flags_; }
   bool locked() const noexcept { return locked_; }

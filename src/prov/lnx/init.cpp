@@ -48,8 +48,10 @@ bool known_member(std::string_view p, proto::prov_id* id) {
 // What lnx asks of every core: the peer interface, user ids as sources, and
 // the messages, RMA and atomics it carries. Receives are matched by lnx's
 // engine, so the cores' receive capabilities beyond FI_RECV do not matter.
-constexpr uint64_t core_caps =
-    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_PEER | FI_AV_USER_ID | FI_SOURCE | rma_caps;
+// FI_FENCE too: lnx passes the flag through (pass.hpp), so its cores must
+// take it (shm and tcp do).
+constexpr uint64_t core_caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_PEER | FI_AV_USER_ID |
+                               FI_SOURCE | FI_FENCE | rma_caps;
 constexpr uint64_t any_tag_bits = 0xaaaaaaaaaaaaaaaaULL;  // all 64 bits match (tcp's reasoning)
 
 // Whether FI_PROVIDER names lnx (not as an exclusion).
@@ -121,7 +123,8 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   t->mode = 0;
   t->addr_format = FI_FORMAT_UNSPEC;
   *t->tx_attr = fi_tx_attr{};
-  t->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE);
+  t->tx_attr->caps =
+      caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE);
   t->tx_attr->rma_iov_limit = rma_iov;
   t->tx_attr->msg_order = tx_order;
   t->tx_attr->inject_size = inject;

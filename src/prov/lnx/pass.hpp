@@ -11,12 +11,22 @@
 
 namespace weft::lnx {
 
-// Flags lnx does not carry on a transmit (*msg forms).
-inline constexpr uint64_t refused_tx_flags = FI_TRIGGER | FI_FENCE;
+// Flags a transmit (*msg forms) may not carry on `e`: FI_TRIGGER, which lnx
+// does not carry, and FI_FENCE on an endpoint opened without it. FI_FENCE
+// otherwise passes to the core: every operation to a peer goes through the
+// one core endpoint its route names, so the core's fence (every earlier
+// transmit of that endpoint completed first) covers all earlier operations
+// to that peer, which is what fi_endpoint(3) asks.
+WEFT_ALWAYS_INLINE bool refused(fid_ep* e, uint64_t flags) noexcept {
+  return (flags & (FI_TRIGGER | FI_FENCE)) &&
+         (flags & endpoint::from(e)->refused_tx_flags());
+}
 
-inline ssize_t refuse_flags(const char* call, uint64_t flags) noexcept {
-  WEFT_WARN(&provider(), FI_LOG_EP_DATA, "%s: flags 0x%llx (FI_TRIGGER, FI_FENCE) are not offered",
-            call, static_cast<unsigned long long>(flags & refused_tx_flags));
+inline ssize_t refuse_flags(fid_ep* e, const char* call, uint64_t flags) noexcept {
+  WEFT_WARN(&provider(), FI_LOG_EP_DATA,
+            "%s: flags 0x%llx are not offered (FI_TRIGGER is not carried by lnx; FI_FENCE needs "
+            "the capability)",
+            call, static_cast<unsigned long long>(flags & endpoint::from(e)->refused_tx_flags()));
   return to_fi(errc::inval);
 }
 

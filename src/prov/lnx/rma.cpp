@@ -36,8 +36,8 @@ template <class Call>
 ssize_t rma_msg(fid_ep* e, const fi_msg_rma* m, uint64_t flags, const char* name,
                 Call&& call) noexcept {
   if (!m) return to_fi(errc::inval);
-  if (flags & refused_tx_flags) [[unlikely]]
-    return refuse_flags(name, flags);
+  if (refused(e, flags)) [[unlikely]]
+    return refuse_flags(e, name, flags);
   return via_sized(e, m->addr, total(m->msg_iov, m->iov_count), flags & FI_INJECT,
                    [&](fid_ep* c, fi_addr_t a) {
                      fi_msg_rma cm = *m;
@@ -121,8 +121,8 @@ template <class Call>
 ssize_t atomic_msg(fid_ep* e, const fi_msg_atomic* m, uint64_t flags, const char* name,
                    Call&& call) noexcept {
   if (!m) return to_fi(errc::inval);
-  if (flags & refused_tx_flags) [[unlikely]]
-    return refuse_flags(name, flags);
+  if (refused(e, flags)) [[unlikely]]
+    return refuse_flags(e, name, flags);
   if (!atomic_fits(e, util::ioc_elements(m->msg_iov, m->iov_count), m->datatype, flags & FI_INJECT))
       [[unlikely]]
     return to_fi(errc::msgsize);

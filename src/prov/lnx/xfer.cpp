@@ -33,8 +33,8 @@ struct lnx_ops {
   }
   static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
-    if (flags & refused_tx_flags) [[unlikely]]
-      return refuse_flags("fi_sendmsg", flags);
+    if (refused(e, flags)) [[unlikely]]
+      return refuse_flags(e, "fi_sendmsg", flags);
     return via_sized(e, m->addr, total(m->msg_iov, m->iov_count), flags & FI_INJECT,
                      [&](fid_ep* c, fi_addr_t a) {
       fi_msg cm = *m;
@@ -72,8 +72,8 @@ struct lnx_ops {
   }
   static ssize_t tsendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
-    if (flags & refused_tx_flags) [[unlikely]]
-      return refuse_flags("fi_tsendmsg", flags);
+    if (refused(e, flags)) [[unlikely]]
+      return refuse_flags(e, "fi_tsendmsg", flags);
     return via_sized(e, m->addr, total(m->msg_iov, m->iov_count), flags & FI_INJECT,
                      [&](fid_ep* c, fi_addr_t a) {
       fi_msg_tagged cm = *m;
