@@ -302,6 +302,8 @@ int mr::bind(struct fid* bfid, uint64_t flags) {
     WEFT_WARN(prov, FI_LOG_MR, "the counter belongs to another domain");
     return to_fi(errc::inval);
   }
+  if (companion_)
+    if (int ret = companion_->bind_counter(c, flags)) return ret;
   return bind_counter(c, flags);
 }
 

@@ -116,6 +116,14 @@ class mr_map {
 // provider's registrations with its cores); destroyed with the region.
 struct mr_companion {
   virtual ~mr_companion() = default;
+  // fi_mr_bind of counter `c` with `flags` (FI_REMOTE_WRITE / FI_REMOTE_READ),
+  // checked by util and about to be recorded: a provider whose accesses
+  // are counted elsewhere (lnx: by its cores' regions) binds it there too.
+  // 0, or the -FI_E* that refuses the bind.
+  virtual int bind_counter(cntr& c, uint64_t flags) noexcept {
+    (void)c, (void)flags;
+    return 0;
+  }
 };
 
 // One registered region. mem_desc (fi_mr_desc) points at the mr itself;

@@ -32,7 +32,7 @@ TEST(lnx_getinfo, is_offered_when_asked_for_by_name_and_says_only_what_it_carrie
   for (fi_info* i = list; i; i = i->next) {
     EXPECT_STREQ(i->fabric_attr->prov_name, "lnx");
     EXPECT_EQ(i->ep_attr->type, FI_EP_RDM);
-    EXPECT_EQ(i->caps & (FI_TRIGGER | FI_FENCE | FI_RMA_EVENT), 0u) << "not carried yet";
+    EXPECT_EQ(i->caps & FI_TRIGGER, 0u) << "not carried yet";
     EXPECT_EQ(i->domain_attr->mr_mode, 0) << "keys chosen by the application, offsets";
     EXPECT_EQ(std::string(i->domain_attr->name).rfind("shm+tcp", 0), 0u) << i->domain_attr->name;
     EXPECT_EQ(i->domain_attr->data_progress, FI_PROGRESS_MANUAL);
@@ -40,7 +40,7 @@ TEST(lnx_getinfo, is_offered_when_asked_for_by_name_and_says_only_what_it_carrie
   fi_freeinfo(list);
 
   // What it does not carry, it refuses, with the reason logged.
-  h->caps = FI_MSG | FI_RMA | FI_RMA_EVENT;
+  h->caps = FI_MSG | FI_NAMED_RX_CTX;
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), -FI_ENODATA);
   h->caps = FI_MSG | FI_TRIGGER;
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), -FI_ENODATA);
@@ -415,7 +415,7 @@ TEST_P(lnx, a_reader_asleep_on_the_cq_wakes_for_a_message) {
 
 TEST_P(lnx, an_endpoint_asking_for_more_than_lnx_carries_is_refused) {
   fi_info* more = fi_dupinfo(info);
-  more->caps |= FI_RMA | FI_WRITE | FI_RMA_EVENT;
+  more->caps |= FI_RMA | FI_WRITE | FI_TRIGGER;
   fid_ep* ep = nullptr;
   {
     recorder rec;

@@ -249,18 +249,27 @@ int endpoint::bind_cq(util::cq& q, uint64_t flags) {
   return 0;
 }
 
-int endpoint::bind_cntr(util::cntr& n, uint64_t flags) {
+std::unique_ptr<cntr_owner> make_cntr_owner(util::cntr& target) {
   auto owner = std::make_unique<cntr_owner>();
   owner->fid.fclass = FI_CLASS_PEER_CNTR;
   owner->owner_ops = const_cast<fi_ops_cntr_owner*>(&cntr_ops);
-  owner->target = &n;
+  owner->target = &target;
   owner->ctx.cntr = owner.get();
+  return owner;
+}
+
+int open_core_cntr(fid_domain* dom, cntr_owner& owner, fid_cntr** out) noexcept {
+  fi_cntr_attr a{};
+  a.events = FI_CNTR_EVENTS_COMP;
+  a.flags = FI_PEER;
+  return fi_cntr_open(dom, &a, out, &owner.ctx);
+}
+
+int endpoint::bind_cntr(util::cntr& n, uint64_t flags) {
+  auto owner = make_cntr_owner(n);
   for (core_ep& c : cores_) {
-    fi_cntr_attr a{};
-    a.events = FI_CNTR_EVENTS_COMP;
-    a.flags = FI_PEER;
     fid_cntr* core_cntr = nullptr;
-    int ret = fi_cntr_open(c.cd->domain, &a, &core_cntr, &owner->ctx);
+    int ret = open_core_cntr(c.cd->domain, *owner, &core_cntr);
     if (ret) {
       WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind: the %s peer counter: %s", core_name(c),
                 fi_strerror(-ret));

@@ -110,6 +110,10 @@ struct cntr_owner : fid_peer_cntr {
   util::cntr* target = nullptr;
   fi_peer_cntr_context ctx{sizeof(fi_peer_cntr_context), nullptr};
 };
+// An owner forwarding to `target`, and a core counter of `dom` imported from
+// it (FI_PEER): what the core counts lands in `target`. 0 or -FI_E*.
+std::unique_ptr<cntr_owner> make_cntr_owner(util::cntr& target);
+int open_core_cntr(fid_domain* dom, cntr_owner& owner, fid_cntr** out) noexcept;
 
 // One provider of the link, as this endpoint uses it.
 struct core_ep {

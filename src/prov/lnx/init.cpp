@@ -49,9 +49,11 @@ bool known_member(std::string_view p, proto::prov_id* id) {
 // the messages, RMA and atomics it carries. Receives are matched by lnx's
 // engine, so the cores' receive capabilities beyond FI_RECV do not matter.
 // FI_FENCE too: lnx passes the flag through (pass.hpp), so its cores must
-// take it (shm and tcp do).
+// take it; and FI_RMA_EVENT: remote accesses are counted by the cores
+// (ep.cpp binds counters to their endpoints, mr.cpp to their regions).
+// shm and tcp offer both.
 constexpr uint64_t core_caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_PEER | FI_AV_USER_ID |
-                               FI_SOURCE | FI_FENCE | rma_caps;
+                               FI_SOURCE | FI_FENCE | FI_RMA_EVENT | rma_caps;
 constexpr uint64_t any_tag_bits = 0xaaaaaaaaaaaaaaaaULL;  // all 64 bits match (tcp's reasoning)
 
 // Whether FI_PROVIDER names lnx (not as an exclusion).
@@ -133,7 +135,7 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   *t->rx_attr = fi_rx_attr{};
   t->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV |
                              FI_MULTI_RECV | FI_RMA | FI_ATOMIC | FI_REMOTE_READ |
-                             FI_REMOTE_WRITE);
+                             FI_REMOTE_WRITE | FI_RMA_EVENT);
   t->rx_attr->msg_order = rx_order;
   t->rx_attr->size = rx_size;
   t->rx_attr->iov_limit = std::min(rx_iov, util::srx_entry::max_iov);

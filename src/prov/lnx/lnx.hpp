@@ -72,7 +72,8 @@ inline constexpr uint64_t rma_caps =
     FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 inline constexpr uint64_t offered_caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
                                          FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM |
-                                         FI_REMOTE_COMM | FI_AV_USER_ID | FI_FENCE | rma_caps;
+                                         FI_REMOTE_COMM | FI_AV_USER_ID | FI_FENCE |
+                                         FI_RMA_EVENT | rma_caps;
 
 // A core provider's fi_getinfo for what lnx needs of it (threading and
 // progress from `hints`, which may be null). The list is the caller's.
