@@ -7,13 +7,17 @@
 # FI_SHM_SINGLE_COPY=0 (RMA through bounce buffers instead of
 # process_vm_readv/writev); and its threaded test under
 # MPI_THREAD_MULTIPLE.
-# Usage: run_osc.sh <weft library dir> <shm|tcp>
+# On lnx (FI_LNX_PROV_LINKS=shm+tcp:lo): every rank's peers through shm, the
+# windows' RMA and atomics passed through lnx to it.
+# Usage: run_osc.sh <weft library dir> <shm|tcp|lnx>
 set -u
-lib=${1:?usage: run_osc.sh <weft library dir> <shm|tcp>}
-prov=${2:?usage: run_osc.sh <weft library dir> <shm|tcp>}
+lib=${1:?usage: run_osc.sh <weft library dir> <shm|tcp|lnx>}
+prov=${2:?usage: run_osc.sh <weft library dir> <shm|tcp|lnx>}
+links=
 case $prov in
   shm | tcp) ;;
-  *) echo "FAIL: provider must be shm or tcp, not $prov"; exit 1 ;;
+  lnx) links=shm+tcp:lo ;;
+  *) echo "FAIL: provider must be shm, tcp or lnx, not $prov"; exit 1 ;;
 esac
 for tool in mpicc mpirun cc; do
   command -v $tool >/dev/null 2>&1 || {
@@ -87,7 +91,7 @@ run() { # ranks acc_use_amo single_copy single|multiple
     --mca orte_tmpdir_base "$tmp" --bind-to none \
     --mca pml ob1 --mca btl self,tcp,ofi --mca btl_ofi_provider_exclude "" \
     --mca osc rdma --mca osc_rdma_acc_use_amo "$amo" --mca mpi_yield_when_idle 1 \
-    -x FI_PROVIDER="$prov" -x FI_SHM_SINGLE_COPY="$copy" -x LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    -x FI_PROVIDER="$prov" -x FI_LNX_PROV_LINKS="$links" -x FI_SHM_SINGLE_COPY="$copy" -x LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     -x WEFT_LIB_DIR="$lib" -x FI_LOG_LEVEL=info -x LD_PRELOAD="$preload" "${asan[@]}" \
     "$tmp/osc" "$threads" </dev/null >"$out" 2>&1
   rc=$?
