@@ -116,10 +116,9 @@ inline const caps_table lnx_rdm_caps = {
     "lnx",
     FI_EP_RDM,
     FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV |
-        FI_AV_USER_ID | FI_FENCE | rma_atomic_caps,
+        FI_AV_USER_ID | FI_FENCE | FI_TRIGGER | rma_atomic_caps,
     8,
     {
-        {FI_TRIGGER, lnx_not_yet},
         {FI_NAMED_RX_CTX, sep_why},
         {FI_SHARED_AV, "lnx AVs hold whole link addresses, not one process's shm names"},
     },

@@ -32,7 +32,6 @@ TEST(lnx_getinfo, is_offered_when_asked_for_by_name_and_says_only_what_it_carrie
   for (fi_info* i = list; i; i = i->next) {
     EXPECT_STREQ(i->fabric_attr->prov_name, "lnx");
     EXPECT_EQ(i->ep_attr->type, FI_EP_RDM);
-    EXPECT_EQ(i->caps & FI_TRIGGER, 0u) << "not carried yet";
     EXPECT_EQ(i->domain_attr->mr_mode, 0) << "keys chosen by the application, offsets";
     EXPECT_EQ(std::string(i->domain_attr->name).rfind("shm+tcp", 0), 0u) << i->domain_attr->name;
     EXPECT_EQ(i->domain_attr->data_progress, FI_PROGRESS_MANUAL);
@@ -42,7 +41,7 @@ TEST(lnx_getinfo, is_offered_when_asked_for_by_name_and_says_only_what_it_carrie
   // What it does not carry, it refuses, with the reason logged.
   h->caps = FI_MSG | FI_NAMED_RX_CTX;
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), -FI_ENODATA);
-  h->caps = FI_MSG | FI_TRIGGER;
+  h->caps = FI_MSG | FI_SHARED_AV;
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), -FI_ENODATA);
   h->caps = FI_MSG;
   h->ep_attr->type = FI_EP_MSG;
@@ -415,7 +414,7 @@ TEST_P(lnx, a_reader_asleep_on_the_cq_wakes_for_a_message) {
 
 TEST_P(lnx, an_endpoint_asking_for_more_than_lnx_carries_is_refused) {
   fi_info* more = fi_dupinfo(info);
-  more->caps |= FI_RMA | FI_WRITE | FI_TRIGGER;
+  more->caps |= FI_RMA | FI_WRITE | FI_NAMED_RX_CTX;
   fid_ep* ep = nullptr;
   {
     recorder rec;

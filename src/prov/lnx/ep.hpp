@@ -39,6 +39,7 @@
 #include "util/cntr.hpp"
 #include "util/cq.hpp"
 #include "util/endpoint.hpp"
+#include "util/trigger.hpp"
 #include "util/fast_mutex.hpp"
 #include "util/srx.hpp"
 
@@ -177,12 +178,14 @@ class endpoint : public util::endpoint_object<endpoint> {
     return refuse_size(bytes, inject);
   }
   size_t atomic_bytes() const noexcept { return atomic_bytes_; }
-  // Transmit flags this endpoint refuses (pass.hpp): FI_TRIGGER always,
-  // FI_FENCE unless it was opened with the capability (its cores always
-  // are, so lnx refuses it itself).
-  uint64_t refused_tx_flags() const noexcept {
-    return FI_TRIGGER | ((caps_ & FI_FENCE) ? 0 : FI_FENCE);
-  }
+  // Transmit flags this endpoint refuses (pass.hpp): FI_FENCE unless it was
+  // opened with the capability (its cores always are, so lnx refuses it
+  // itself). FI_TRIGGER goes to the domain's engine, which checks its own.
+  uint64_t refused_tx_flags() const noexcept { return (caps_ & FI_FENCE) ? 0 : FI_FENCE; }
+  // FI_TRIGGER calls go to the lnx domain's trigger engine (util/trigger.hpp),
+  // which issues them through this endpoint's ops once their counter
+  // reaches its threshold: then they pass to the core like any other.
+  util::trigger_site trigger_site() noexcept { return {*domain_, bound_, caps_}; }
   const std::vector<core_ep>& cores() const noexcept { return cores_; }
   uint64_t rx_op_flags() const noexcept { return rx_op_flags_; }
   bool locked() const noexcept { return locked_; }

@@ -98,9 +98,11 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   std::string dom_name;
   for (size_t i = 0; i < infos.size(); ++i) {
     const fi_info& c = *infos[i];
-    // FI_MULTI_RECV and FI_DIRECTED_RECV are the engine's; the rest must be
-    // the cores'.
-    caps &= c.caps | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+    // FI_MULTI_RECV and FI_DIRECTED_RECV are the matching engine's, and
+    // FI_TRIGGER the domain's trigger engine's (its cores are handed plain
+    // calls); the rest must be the cores'.
+    caps &= c.caps | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM |
+            FI_TRIGGER;
     tx_order &= c.tx_attr->msg_order;
     rx_order &= c.rx_attr->msg_order;
     inject = i ? std::min(inject, c.tx_attr->inject_size) : c.tx_attr->inject_size;
@@ -126,7 +128,8 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   t->addr_format = FI_FORMAT_UNSPEC;
   *t->tx_attr = fi_tx_attr{};
   t->tx_attr->caps =
-      caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE);
+      caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE |
+              FI_TRIGGER);
   t->tx_attr->rma_iov_limit = rma_iov;
   t->tx_attr->msg_order = tx_order;
   t->tx_attr->inject_size = inject;
@@ -135,7 +138,7 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   *t->rx_attr = fi_rx_attr{};
   t->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV |
                              FI_MULTI_RECV | FI_RMA | FI_ATOMIC | FI_REMOTE_READ |
-                             FI_REMOTE_WRITE | FI_RMA_EVENT);
+                             FI_REMOTE_WRITE | FI_RMA_EVENT | FI_TRIGGER);
   t->rx_attr->msg_order = rx_order;
   t->rx_attr->size = rx_size;
   t->rx_attr->iov_limit = std::min(rx_iov, util::srx_entry::max_iov);

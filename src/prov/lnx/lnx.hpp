@@ -73,7 +73,7 @@ inline constexpr uint64_t rma_caps =
 inline constexpr uint64_t offered_caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
                                          FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM |
                                          FI_REMOTE_COMM | FI_AV_USER_ID | FI_FENCE |
-                                         FI_RMA_EVENT | rma_caps;
+                                         FI_RMA_EVENT | FI_TRIGGER | rma_caps;
 
 // A core provider's fi_getinfo for what lnx needs of it (threading and
 // progress from `hints`, which may be null). The list is the caller's.

@@ -11,23 +11,30 @@
 
 namespace weft::lnx {
 
-// Flags a transmit (*msg forms) may not carry on `e`: FI_TRIGGER, which lnx
-// does not carry, and FI_FENCE on an endpoint opened without it. FI_FENCE
-// otherwise passes to the core: every operation to a peer goes through the
-// one core endpoint its route names, so the core's fence (every earlier
-// transmit of that endpoint completed first) covers all earlier operations
-// to that peer, which is what fi_endpoint(3) asks.
+// Flags a transmit (*msg forms) may not carry on `e`: FI_FENCE on an
+// endpoint opened without it. FI_FENCE otherwise passes to the core: every
+// operation to a peer goes through the one core endpoint its route names,
+// so the core's fence (every earlier transmit of that endpoint completed
+// first) covers all earlier operations to that peer, which is what
+// fi_endpoint(3) asks.
 WEFT_ALWAYS_INLINE bool refused(fid_ep* e, uint64_t flags) noexcept {
-  return (flags & (FI_TRIGGER | FI_FENCE)) &&
-         (flags & endpoint::from(e)->refused_tx_flags());
+  return (flags & FI_FENCE) && (flags & endpoint::from(e)->refused_tx_flags());
 }
 
 inline ssize_t refuse_flags(fid_ep* e, const char* call, uint64_t flags) noexcept {
   WEFT_WARN(&provider(), FI_LOG_EP_DATA,
-            "%s: flags 0x%llx are not offered (FI_TRIGGER is not carried by lnx; FI_FENCE needs "
-            "the capability)",
-            call, static_cast<unsigned long long>(flags & endpoint::from(e)->refused_tx_flags()));
+            "%s: FI_FENCE on an endpoint opened without the FI_FENCE capability", call);
+  (void)e, (void)flags;
   return to_fi(errc::inval);
+}
+
+// A *msg call with FI_TRIGGER: to the domain's engine (util/trigger.hpp).
+// When it fires, the engine calls the same slot without FI_TRIGGER (with
+// util::op_quiet where the request asked for no completion: the core,
+// weft's own, then leaves its peer counters alone, as fi_trigger(3) asks).
+WEFT_ALWAYS_INLINE bool triggered(uint64_t flags) noexcept { return flags & FI_TRIGGER; }
+inline ssize_t trigger(fid_ep* e, const util::trigger_call& call) noexcept {
+  return util::trigger_intercept(endpoint::from(e)->trigger_site(), e, call);
 }
 
 // The call `f` on the core endpoint and the core's fi_addr that reach `dest`.

@@ -34,8 +34,10 @@ ssize_t readv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t src, 
 // The *msg forms: the message with the core's fi_addr and no descriptors.
 template <class Call>
 ssize_t rma_msg(fid_ep* e, const fi_msg_rma* m, uint64_t flags, const char* name,
-                Call&& call) noexcept {
+                fi_op_type type, Call&& call) noexcept {
   if (!m) return to_fi(errc::inval);
+  if (triggered(flags)) [[unlikely]]
+    return trigger(e, {.type = type, .rma = m, .flags = flags});
   if (refused(e, flags)) [[unlikely]]
     return refuse_flags(e, name, flags);
   return via_sized(e, m->addr, total(m->msg_iov, m->iov_count), flags & FI_INJECT,
@@ -47,7 +49,7 @@ ssize_t rma_msg(fid_ep* e, const fi_msg_rma* m, uint64_t flags, const char* name
                    });
 }
 ssize_t readmsg(fid_ep* e, const fi_msg_rma* m, uint64_t flags) noexcept {
-  return rma_msg(e, m, flags, "fi_readmsg",
+  return rma_msg(e, m, flags, "fi_readmsg", FI_OP_READ,
                  [&](fid_ep* c, const fi_msg_rma* cm) { return fi_readmsg(c, cm, flags); });
 }
 ssize_t write(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t addr,
@@ -63,7 +65,7 @@ ssize_t writev(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dest
   });
 }
 ssize_t writemsg(fid_ep* e, const fi_msg_rma* m, uint64_t flags) noexcept {
-  return rma_msg(e, m, flags, "fi_writemsg",
+  return rma_msg(e, m, flags, "fi_writemsg", FI_OP_WRITE,
                  [&](fid_ep* c, const fi_msg_rma* cm) { return fi_writemsg(c, cm, flags); });
 }
 ssize_t inject_write(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
@@ -119,8 +121,10 @@ bool atomic_fits(fid_ep* e, size_t elements, fi_datatype dt, bool inject) noexce
 // Descriptor arrays the cores are given: none (nullptr is "no descriptors").
 template <class Call>
 ssize_t atomic_msg(fid_ep* e, const fi_msg_atomic* m, uint64_t flags, const char* name,
-                   Call&& call) noexcept {
+                   const util::trigger_call& deferred, Call&& call) noexcept {
   if (!m) return to_fi(errc::inval);
+  if (triggered(flags)) [[unlikely]]
+    return trigger(e, deferred);
   if (refused(e, flags)) [[unlikely]]
     return refuse_flags(e, name, flags);
   if (!atomic_fits(e, util::ioc_elements(m->msg_iov, m->iov_count), m->datatype, flags & FI_INJECT))
@@ -152,6 +156,7 @@ ssize_t awritev(fid_ep* e, const fi_ioc* iov, void**, size_t count, fi_addr_t de
 }
 ssize_t awritemsg(fid_ep* e, const fi_msg_atomic* m, uint64_t flags) noexcept {
   return atomic_msg(e, m, flags, "fi_atomicmsg",
+                    {.type = FI_OP_ATOMIC, .atomic = m, .flags = flags},
                     [&](fid_ep* c, const fi_msg_atomic* cm) { return fi_atomicmsg(c, cm, flags); });
 }
 ssize_t ainject(fid_ep* e, const void* buf, size_t count, fi_addr_t dest, uint64_t addr,
@@ -181,9 +186,12 @@ ssize_t areadwritev(fid_ep* e, const fi_ioc* iov, void**, size_t count, fi_ioc* 
                             ctx);
   });
 }
-ssize_t areadwritemsg(fid_ep* e, const fi_msg_atomic* m, fi_ioc* res, void**, size_t res_count,
-                      uint64_t flags) noexcept {
-  return atomic_msg(e, m, flags, "fi_fetch_atomicmsg", [&](fid_ep* c, const fi_msg_atomic* cm) {
+ssize_t areadwritemsg(fid_ep* e, const fi_msg_atomic* m, fi_ioc* res, void** res_desc,
+                      size_t res_count, uint64_t flags) noexcept {
+  return atomic_msg(e, m, flags, "fi_fetch_atomicmsg",
+                    {.type = FI_OP_FETCH_ATOMIC, .atomic = m, .res = res, .res_desc = res_desc,
+                     .res_count = res_count, .flags = flags},
+                    [&](fid_ep* c, const fi_msg_atomic* cm) {
     return fi_fetch_atomicmsg(c, cm, res, nullptr, res_count, flags);
   });
 }
@@ -207,10 +215,14 @@ ssize_t acompwritev(fid_ep* e, const fi_ioc* iov, void**, size_t count, const fi
                               res_count, a, addr, key, dt, op, ctx);
   });
 }
-ssize_t acompwritemsg(fid_ep* e, const fi_msg_atomic* m, const fi_ioc* cmp, void**,
-                      size_t cmp_count, fi_ioc* res, void**, size_t res_count,
+ssize_t acompwritemsg(fid_ep* e, const fi_msg_atomic* m, const fi_ioc* cmp, void** cmp_desc,
+                      size_t cmp_count, fi_ioc* res, void** res_desc, size_t res_count,
                       uint64_t flags) noexcept {
-  return atomic_msg(e, m, flags, "fi_compare_atomicmsg", [&](fid_ep* c, const fi_msg_atomic* cm) {
+  return atomic_msg(e, m, flags, "fi_compare_atomicmsg",
+                    {.type = FI_OP_COMPARE_ATOMIC, .atomic = m, .cmp = cmp, .cmp_desc = cmp_desc,
+                     .cmp_count = cmp_count, .res = res, .res_desc = res_desc,
+                     .res_count = res_count, .flags = flags},
+                    [&](fid_ep* c, const fi_msg_atomic* cm) {
     return fi_compare_atomicmsg(c, cm, cmp, nullptr, cmp_count, res, nullptr, res_count, flags);
   });
 }

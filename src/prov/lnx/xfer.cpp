@@ -13,7 +13,10 @@ namespace weft::lnx {
 
 namespace {
 
-constexpr uint64_t post_mask = FI_COMPLETION | FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD;
+// (util::op_quiet: a deferred receive that asked for no completion, which
+// the engine counts on no endpoint counter.)
+constexpr uint64_t post_mask =
+    FI_COMPLETION | FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD | util::op_quiet;
 
 template <class Lock>
 struct lnx_ops {
@@ -33,6 +36,8 @@ struct lnx_ops {
   }
   static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
+    if (triggered(flags)) [[unlikely]]
+      return trigger(e, {.type = FI_OP_SEND, .msg = m, .flags = flags});
     if (refused(e, flags)) [[unlikely]]
       return refuse_flags(e, "fi_sendmsg", flags);
     return via_sized(e, m->addr, total(m->msg_iov, m->iov_count), flags & FI_INJECT,
@@ -72,6 +77,8 @@ struct lnx_ops {
   }
   static ssize_t tsendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
+    if (triggered(flags)) [[unlikely]]
+      return trigger(e, {.type = FI_OP_TSEND, .tagged = m, .flags = flags});
     if (refused(e, flags)) [[unlikely]]
       return refuse_flags(e, "fi_tsendmsg", flags);
     return via_sized(e, m->addr, total(m->msg_iov, m->iov_count), flags & FI_INJECT,
@@ -101,12 +108,6 @@ struct lnx_ops {
   }
 
   // ---- receives: into the engine ----
-  static bool trigger_refused(uint64_t flags) noexcept {
-    if (!(flags & FI_TRIGGER)) [[likely]]
-      return false;
-    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "FI_TRIGGER is not offered by lnx");
-    return true;
-  }
   static ssize_t recv(fid_ep* e, void* buf, size_t len, void*, fi_addr_t src, void* ctx) noexcept {
     iovec iov{buf, len};
     return self(e)->engine().template post_msg<Lock>(&iov, nullptr, 1, src, ctx,
@@ -119,7 +120,8 @@ struct lnx_ops {
   }
   static ssize_t recvmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
-    if (trigger_refused(flags)) return to_fi(errc::inval);
+    if (triggered(flags)) [[unlikely]]
+      return trigger(e, {.type = FI_OP_RECV, .msg = m, .flags = flags});
     return self(e)->engine().template post_msg<Lock>(m->msg_iov, nullptr, m->iov_count, m->addr,
                                                      m->context, flags & post_mask);
   }
@@ -139,7 +141,8 @@ struct lnx_ops {
   }
   static ssize_t trecvmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
-    if (trigger_refused(flags)) return to_fi(errc::inval);
+    if (triggered(flags)) [[unlikely]]
+      return trigger(e, {.type = FI_OP_TRECV, .tagged = m, .flags = flags});
     return self(e)->engine().template post_tag<Lock>(m->msg_iov, nullptr, m->iov_count, m->addr,
                                                      m->tag, m->ignore, m->context,
                                                      flags & post_mask);
