@@ -122,7 +122,7 @@ inline const caps_table lnx_rdm_caps = {
         {FI_NAMED_RX_CTX, sep_why},
         {FI_SHARED_AV, "lnx AVs hold whole link addresses, not one process's shm names"},
     },
-    false,
+    true,
 };
 
 inline const caps_table* const caps_tables[] = {&udp_dgram_caps, &udp_rdm_caps, &tcp_rdm_caps,

@@ -61,6 +61,7 @@ inline const config all_configs[] = {
     {"shm", FI_EP_RDM, FI_THREAD_DOMAIN, FI_PROGRESS_AUTO},
     {"lnx", FI_EP_RDM, FI_THREAD_DOMAIN},
     {"lnx", FI_EP_RDM, FI_THREAD_SAFE},
+    {"lnx", FI_EP_RDM, FI_THREAD_DOMAIN, FI_PROGRESS_AUTO},
 };
 
 // Connection-oriented configurations (test_cm.cpp: a passive endpoint, an

@@ -32,11 +32,6 @@ int open_domain(util::fabric& fab, fi_info* info, fid_domain** out, void* contex
               static_cast<unsigned long long>(info->caps & ~offered_caps));
     return to_fi(errc::nodata);
   }
-  if (info->domain_attr->data_progress == FI_PROGRESS_AUTO ||
-      info->domain_attr->control_progress == FI_PROGRESS_AUTO) {
-    WEFT_WARN(prov, FI_LOG_DOMAIN, "lnx progresses manually only (for now)");
-    return to_fi(errc::nodata);
-  }
   return abi_guard([&]() -> int {
     auto d = std::make_unique<domain>(fab, *info, context);
     if (int ret = d->open_cores(*info)) return ret;

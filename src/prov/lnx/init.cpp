@@ -151,8 +151,16 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   t->ep_attr->rx_ctx_cnt = 1;
   fi_domain_attr& d = *t->domain_attr;
   d.threading = FI_THREAD_SAFE;
-  d.control_progress = FI_PROGRESS_MANUAL;
-  d.data_progress = FI_PROGRESS_MANUAL;
+  // Automatic progress is the cores' (asked of them when the caller asks:
+  // core_getinfo): their threads move the data and write completions,
+  // counters and matches straight into lnx's objects, which then lock
+  // (util::domain::lock_threading). Offered only when every core offers it.
+  d.control_progress = d.data_progress = FI_PROGRESS_AUTO;
+  for (const fi_info* c : infos) {
+    if (c->domain_attr->data_progress != FI_PROGRESS_AUTO) d.data_progress = FI_PROGRESS_MANUAL;
+    if (c->domain_attr->control_progress != FI_PROGRESS_AUTO)
+      d.control_progress = FI_PROGRESS_MANUAL;
+  }
   d.resource_mgmt = FI_RM_ENABLED;
   d.av_type = FI_AV_UNSPEC;
   // Keys chosen by the application, RMA addresses as offsets: what lnx asks
