@@ -39,9 +39,9 @@
 #include "util/cntr.hpp"
 #include "util/cq.hpp"
 #include "util/endpoint.hpp"
-#include "util/trigger.hpp"
 #include "util/fast_mutex.hpp"
 #include "util/srx.hpp"
+#include "util/trigger.hpp"
 
 namespace weft::lnx {
 

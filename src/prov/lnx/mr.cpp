@@ -43,6 +43,7 @@ struct core_regions : util::mr_companion {
       if (!b) {
         counters.push_back(bound{&c, make_cntr_owner(c), {}});
         b = &counters.back();
+        b->cntrs.reserve(mrs.size());  // no allocation in the loop below
       }
     } catch (const std::bad_alloc&) {
       return to_fi(errc::nomem);
