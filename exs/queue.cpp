@@ -80,7 +80,9 @@ EXS_API int exs_qdequeue(exs_qhandle_t qh, exs_event_t* events, int nevents,
         progress_pass(L);
         if (!q->events.empty() || now >= end) break;
         lk.unlock();
+#if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
+#endif
         lk.lock();
       }
       if (q->events.empty()) {
