@@ -6,7 +6,7 @@
 // (every MPI process, libexs's, any weft process with a provider thread
 // such as the keeper of util/rd_held_ack.hpp) each call switches the
 // thread's cancellation type on and off around the system call, two atomic
-// read-modify-writes that showed as 5% of a udp RDM ping-pong's time. weft
+// read-modify-writes that showed in a udp RDM ping-pong's profile. weft
 // calls these only on non-blocking sockets, with MSG_DONTWAIT or with a
 // timeout of 0, never where an application would expect a cancellation
 // point, so they enter the kernel through syscall(2), which is none.
