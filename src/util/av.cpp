@@ -200,10 +200,15 @@ av::av(domain& dom, const av_codec& codec, const fi_av_attr& attr, void* context
     ops = writable(av_ops<Lock>::table);
     reverse_ = reader_ ? &av::reverse_shared<Lock> : &av::reverse_as<Lock>;
   };
-  if (dom.lock_threading() == FI_THREAD_DOMAIN)
+  // Under the handoff policy the AV's guard enters the domain's handoff.
+  if (dom.locks() == lock_kind::handoff) {
+    handoff_ = &dom.handoff();
+    install.template operator()<handoff_lock>();
+  } else if (dom.lock_threading() == FI_THREAD_DOMAIN) {
     install.template operator()<null_lock>();
-  else
+  } else {
     install.template operator()<mutex_lock>();
+  }
   if (shared_) table_.use_storage(shared_->entries(), shared_->capacity());
   if (reader_) {
     (void)follow(0);

@@ -327,6 +327,8 @@ class av : public fid_object<av, fid_av> {
   auto guard() const noexcept {
     if constexpr (std::is_same_v<Lock, null_lock>)
       return 0;
+    else if constexpr (std::is_same_v<Lock, handoff_lock>)
+      return handoff::guard{*handoff_};
     else
       return std::unique_lock<std::mutex>{mutex_};
   }
@@ -361,6 +363,7 @@ class av : public fid_object<av, fid_av> {
   int rx_bits_;  // fi_av_attr::rx_ctx_bits
   fi_addr_t (*reverse_)(const av&, const uint8_t*) noexcept;
   mutable std::mutex mutex_;
+  class handoff* handoff_ = nullptr;  // the handoff policy: the domain's
   ref<class eq> eq_;
   // Named AVs: the file, whether we only read it, and (readers, under the
   // lock) how far the reverse index has caught up with the writer.

@@ -185,7 +185,7 @@ int cntr::open(domain& dom, fi_cntr_attr* attr, fid_cntr** out, void* context) n
     c->owner_ = owner;
     if (owner) c->trigger_at_.store(0, std::memory_order_seq_cst);  // check_trigger
     c->ops = const_cast<fi_ops_cntr*>(
-        with_lock_policy(dom.lock_threading(), [&]<class Lock>() -> const fi_ops_cntr* {
+        with_lock_kind(dom.locks(), [&]<class Lock>() -> const fi_ops_cntr* {
           return owner ? &peer_cntr_ops<Lock>::table : &cntr_ops<Lock>::table;
         }));
     *out = c.release();
@@ -339,6 +339,7 @@ uint64_t cntr::peer_read() noexcept {
 
 template uint64_t cntr::peer_read<null_lock>() noexcept;
 template uint64_t cntr::peer_read<mutex_lock>() noexcept;
+template uint64_t cntr::peer_read<handoff_lock>() noexcept;
 
 int cntr::control(int command, void* arg) {
   auto* prov = domain_->provider();

@@ -232,7 +232,7 @@ int cq::open(domain& dom, fi_cq_attr* attr, fid_cq** out, void* context) noexcep
     c->owner_ = owner;
     if (owner) c->divert_.fetch_or(to_owner, std::memory_order_relaxed);
     c->ops = const_cast<fi_ops_cq*>(
-        with_lock_policy(dom.lock_threading(), [&]<class Lock>() -> const fi_ops_cq* {
+        with_lock_kind(dom.locks(), [&]<class Lock>() -> const fi_ops_cq* {
           return owner ? &peer_cq_ops<Lock>::table : ops_for<Lock>(a.format);
         }));
     *out = c.release();
@@ -517,6 +517,9 @@ template bool cq::write_error_to_owner<null_lock>(const fi_cq_err_entry&) noexce
 template bool cq::write_error_to_owner<mutex_lock>(const fi_cq_err_entry&) noexcept;
 template ssize_t cq::peer_progress<null_lock>(const void*, size_t) noexcept;
 template ssize_t cq::peer_progress<mutex_lock>(const void*, size_t) noexcept;
+template bool cq::write_diverted<handoff_lock>(const cq_entry&, uint32_t) noexcept;
+template bool cq::write_error_to_owner<handoff_lock>(const fi_cq_err_entry&) noexcept;
+template ssize_t cq::peer_progress<handoff_lock>(const void*, size_t) noexcept;
 
 wait_member cq_wait_member(struct fid* f) noexcept {
   cq* c = cq::from(f);

@@ -145,6 +145,8 @@ class cq : public fid_object<cq, fid_cq> {
   auto guard() noexcept {
     if constexpr (std::is_same_v<Lock, null_lock>)
       return null_guard{};
+    else if constexpr (std::is_same_v<Lock, handoff_lock>)
+      return handoff::guard{domain_->handoff()};
     else
       return std::unique_lock<fast_mutex>{mutex_};
   }

@@ -168,6 +168,19 @@ int domain::open(fabric& fab, const domain_hooks* hooks, const fi_info& info, fi
   });
 }
 
+namespace {
+
+lock_kind choose_locks(const domain_hooks* hooks, fi_threading t, fi_progress p,
+                       const fi_provider* prov) noexcept {
+  if (p != FI_PROGRESS_AUTO) return shared_objects_need_lock(t) ? lock_kind::mutex : lock_kind::none;
+  if (t == FI_THREAD_DOMAIN && hooks && hooks->handoff && hooks->handoff() &&
+      handoff::available(prov))
+    return lock_kind::handoff;
+  return lock_kind::mutex;
+}
+
+}  // namespace
+
 domain::domain(fabric& fab, const domain_hooks* hooks, const fi_info& info, void* context)
     : fid_object(FI_CLASS_DOMAIN, context),
       fabric_(&fab),
@@ -176,6 +189,7 @@ domain::domain(fabric& fab, const domain_hooks* hooks, const fi_info& info, void
       progress_(hooks && hooks->control_on_data_path && control_is_auto(info.domain_attr)
                     ? FI_PROGRESS_AUTO
                     : info.domain_attr->data_progress),
+      locks_(choose_locks(hooks, threading_, progress_, fab.provider())),
       av_type_(info.domain_attr->av_type),
       mr_mode_(info.domain_attr->mr_mode),
       addr_format_(info.addr_format),

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "util/fabric.hpp"
+#include "util/handoff.hpp"
 #include "util/lock.hpp"
 #include "util/mr.hpp"
 #include "util/object.hpp"
@@ -42,6 +43,12 @@ struct domain_hooks {
   // provider's part, which may attach a companion to it; an error closes
   // the region and is the registration's answer.
   int (*mr_attach)(domain& dom, mr& m, const fi_mr_attr& attr, uint64_t flags) = nullptr;
+  // Every object of the provider's domains takes the handoff policy under
+  // FI_THREAD_DOMAIN with automatic progress (lock.hpp, handoff.hpp): each
+  // guard<handoff_lock>() it has enters domain::handoff(), and its progress
+  // thread's work enters it as a whole. Asked at each domain's open (a
+  // provider parameter may turn it off); null: never.
+  bool (*handoff)() noexcept = nullptr;
 };
 
 class domain : public fid_object<domain, fid_domain> {
@@ -74,6 +81,13 @@ class domain : public fid_object<domain, fid_domain> {
   fi_threading lock_threading() const noexcept {
     return progress_ == FI_PROGRESS_AUTO ? FI_THREAD_SAFE : threading_;
   }
+  // The lock policy of the domain's objects: none under FI_THREAD_DOMAIN
+  // and _COMPLETION with manual progress, the handoff under FI_THREAD_DOMAIN
+  // with automatic progress where the provider opts in (domain_hooks), a
+  // mutex per object otherwise.
+  lock_kind locks() const noexcept { return locks_; }
+  // The handoff of the handoff policy (unused under the others).
+  class handoff& handoff() noexcept { return handoff_; }
   // The automatic-progress thread (providers that offer FI_PROGRESS_AUTO
   // register their endpoints with it); started on first use.
   // A provider whose control traffic shares its endpoints' sockets
@@ -118,6 +132,8 @@ class domain : public fid_object<domain, fid_domain> {
   const domain_hooks* hooks_;
   fi_threading threading_;
   fi_progress progress_;
+  lock_kind locks_;
+  class handoff handoff_;
   fi_av_type av_type_;
   int mr_mode_;
   uint32_t addr_format_;

@@ -51,6 +51,15 @@ class progress_list {
   void run() noexcept {
     if constexpr (std::is_same_v<Lock, null_lock>) {
       run_hooks();
+    } else if constexpr (std::is_same_v<Lock, handoff_lock>) {
+      // The application alone adds and removes hooks (binding, closing),
+      // and calls in one thread at a time: its runs need no lock. A weft
+      // thread's run (a triggered operation's counter read) only reads the
+      // list, beside the application's runs, and excludes its changes.
+      if (tl_internal_thread) [[unlikely]]
+        run_locked_hooks();
+      else
+        run_hooks();
     } else {
       std::lock_guard g{m_};
       run_hooks();
@@ -72,6 +81,10 @@ class progress_list {
     void (*fn)(void* obj) noexcept;
     void* obj;
   };
+  [[gnu::noinline]] void run_locked_hooks() noexcept {
+    std::lock_guard g{m_};
+    run_hooks();
+  }
   void run_hooks() noexcept {
     if (!gatherers_.empty()) [[unlikely]]
       return run_with_gatherers();

@@ -2,6 +2,7 @@
 // weft — the automatic-progress thread of a domain.
 #include "util/progress_thread.hpp"
 
+#include "util/handoff.hpp"
 #include "util/wait.hpp"
 
 #include <pthread.h>
@@ -88,6 +89,9 @@ void progress_thread::arm(source& s) noexcept {
 }
 
 void progress_thread::run() noexcept {
+  // Every entry of this thread into a domain's handoff takes the heavy side
+  // (handoff.hpp).
+  tl_internal_thread = true;
   epoll_event evs[16];
   int timeout = -1;
   for (;;) {

@@ -61,8 +61,9 @@ srx::srx(const srx_attr& a)
       min_multi_recv_(a.min_multi_recv),
       directed_(a.directed_recv),
       av_(a.av),
-      owner_ops_(owner_table(a.threading)),
+      owner_ops_(owner_table(a.locks())),
       serialized_(a.serialized),
+      handoff_(a.handoff),
       pool_(a.chunk) {
   // Posted receives never wait on the allocator; unexpected ones grow the pool.
   if (a.size && a.prealloc) pool_.grow(std::min(a.size, max_prealloc));
@@ -466,5 +467,6 @@ srx_stats srx::stats() noexcept {
 
 WEFT_SRX_INSTANTIATE(null_lock)
 WEFT_SRX_INSTANTIATE(mutex_lock)
+WEFT_SRX_INSTANTIATE(handoff_lock)
 
 }  // namespace weft::util

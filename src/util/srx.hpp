@@ -186,6 +186,13 @@ struct srx_attr {
   const fi_provider* prov = nullptr;          // names the provider in log lines
   cq* rx_cq = nullptr;                        // for peek, claim-discard and cancel completions
   fi_threading threading = FI_THREAD_DOMAIN;  // picks the peer faces' lock policy
+  // Set: the handoff policy instead (the domain's handoff, lock.hpp), which
+  // the engine's guards enter.
+  class handoff* handoff = nullptr;
+  lock_kind locks() const noexcept {
+    if (handoff) return lock_kind::handoff;
+    return shared_objects_need_lock(threading) ? lock_kind::mutex : lock_kind::none;
+  }
   size_t size = 0;                            // most receives posted at once; 0: no limit
   // Entries for `size` receives made at construction (up to a bound), so
   // posting never allocates; false: grown in chunks as used (an engine of
@@ -399,7 +406,7 @@ class srx {
   // policy): a peer provider may then use the fast path (take_posted,
   // recycle) on its owner's engine as on its own. Null otherwise (another
   // owner, or another lock policy).
-  static srx* behind(fid_peer_srx* face, fi_threading t) noexcept;
+  static srx* behind(fid_peer_srx* face, lock_kind k) noexcept;
 
  private:
   // One peer's fid_peer_srx, with the peer_ops table the owner provides.
@@ -411,11 +418,13 @@ class srx {
   static constexpr uint64_t recv_msg = FI_MSG | FI_RECV;
   static constexpr uint64_t recv_tag = FI_TAGGED | FI_RECV;
   static constexpr uint64_t report_mask = FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV;
-  static const fi_ops_srx_owner* owner_table(fi_threading t) noexcept;
+  static const fi_ops_srx_owner* owner_table(lock_kind k) noexcept;
   template <class Lock>
   auto guard() noexcept {
     if constexpr (std::is_same_v<Lock, null_lock>)
       return null_guard{};
+    else if constexpr (std::is_same_v<Lock, handoff_lock>)
+      return handoff::guard{*handoff_};  // nested (so cheap) when serialized
     else
       return serialized_ ? std::unique_lock<fast_mutex>{} : std::unique_lock<fast_mutex>{mutex_};
   }
@@ -469,6 +478,7 @@ class srx {
   const class av* av_;
   const fi_ops_srx_owner* owner_ops_;
   const bool serialized_;  // srx_attr::serialized
+  class handoff* handoff_;  // srx_attr::handoff
   fast_mutex mutex_;
   srx_pool pool_;
   rx_queue posted_msg_, posted_tag_;

@@ -84,6 +84,7 @@ int srx_ctx::open(domain& dom, const fi_provider* prov, const fi_rx_attr* attr,
   // Endpoints on different CQs may run at once under FI_THREAD_COMPLETION
   // (and anything but FI_THREAD_DOMAIN): the engine they share then locks.
   a.threading = dom.lock_threading() == FI_THREAD_DOMAIN ? FI_THREAD_DOMAIN : FI_THREAD_SAFE;
+  if (dom.locks() == lock_kind::handoff) a.handoff = &dom.handoff();
   a.size = attr && attr->size ? attr->size : default_size;
   a.directed_recv = attr && (attr->caps & FI_DIRECTED_RECV);
   // Endpoints report senders as their own AVs name them; a directed
@@ -105,22 +106,19 @@ srx_ctx::srx_ctx(domain& dom, const fi_provider* prov, const srx_attr& a, uint64
       domain_(&dom),
       prov_(prov),
       op_flags_(op_flags),
-      locked_(shared_objects_need_lock(a.threading)),
+      locks_(a.locks()),
       engine_(std::make_unique<srx>(a)) {
   face_ = engine_->add_peer(peer_ops, this);
-  msg = const_cast<fi_ops_msg*>(locked_ ? &srx_ctx_ops<mutex_lock>::msg
-                                        : &srx_ctx_ops<null_lock>::msg);
-  tagged = const_cast<fi_ops_tagged*>(locked_ ? &srx_ctx_ops<mutex_lock>::tagged
-                                              : &srx_ctx_ops<null_lock>::tagged);
+  with_lock_kind(locks_, [&]<class L>() {
+    msg = const_cast<fi_ops_msg*>(&srx_ctx_ops<L>::msg);
+    tagged = const_cast<fi_ops_tagged*>(&srx_ctx_ops<L>::tagged);
+  });
 }
 
 srx_ctx::~srx_ctx() {
   // Every endpoint is gone (each held a reference) and withdrew what it
   // queued: what is left are posted receives, dropped without completions.
-  if (locked_)
-    engine_->shutdown<mutex_lock>();
-  else
-    engine_->shutdown<null_lock>();
+  with_lock_kind(locks_, [&]<class L>() { engine_->shutdown<L>(); });
 }
 
 bool srx_ctx::is(const struct fid* f) noexcept {
@@ -152,7 +150,7 @@ int srx_ctx::close() {
 ssize_t srx_ctx::cancel(void* context) {
   std::lock_guard g(ctl_);
   // -FI_ENOENT when no receive with this context is posted, as on endpoints.
-  return locked_ ? engine_->cancel<mutex_lock>(context) : engine_->cancel<null_lock>(context);
+  return with_lock_kind(locks_, [&]<class L>() { return engine_->cancel<L>(context); });
 }
 
 int srx_ctx::setopt(int level, int name, const void* val, size_t len) {
@@ -162,7 +160,7 @@ int srx_ctx::setopt(int level, int name, const void* val, size_t len) {
 }
 
 ssize_t srx_ctx::rx_size_left() {
-  return locked_ ? engine_->rx_size_left<mutex_lock>() : engine_->rx_size_left<null_lock>();
+  return with_lock_kind(locks_, [&]<class L>() { return engine_->rx_size_left<L>(); });
 }
 
 int srx_ctx::control(int command, void* arg) {

@@ -63,7 +63,7 @@ class srx_ctx : public endpoint_object<srx_ctx> {
   ref<domain> domain_;
   const fi_provider* prov_;
   uint64_t op_flags_;
-  const bool locked_;
+  const lock_kind locks_;
   std::unique_ptr<srx> engine_;
   fid_peer_srx* face_ = nullptr;
   fast_mutex ctl_;   // attach against cancel from another thread

@@ -89,8 +89,8 @@ struct owner_thunks {
 
 }  // namespace
 
-const fi_ops_srx_owner* srx::owner_table(fi_threading t) noexcept {
-  return with_lock_policy(t, []<class L>() { return &owner_thunks<L>::table; });
+const fi_ops_srx_owner* srx::owner_table(lock_kind k) noexcept {
+  return with_lock_kind(k, []<class L>() { return &owner_thunks<L>::table; });
 }
 
 // ---- faces ----
@@ -99,10 +99,10 @@ srx* srx::of(fid_peer_srx* f) noexcept {
   return static_cast<face*>(f)->engine;
 }
 
-srx* srx::behind(fid_peer_srx* f, fi_threading t) noexcept {
+srx* srx::behind(fid_peer_srx* f, lock_kind k) noexcept {
   // Only this class's faces carry its owner tables: the identity of the
   // table proves the cast, and which table proves the lock policy.
-  if (!f || f->owner_ops != owner_table(t)) return nullptr;
+  if (!f || f->owner_ops != owner_table(k)) return nullptr;
   return of(f);
 }
 
@@ -310,5 +310,6 @@ void srx::foreach_unspec_addr(fid_peer_srx* face,
 
 WEFT_SRX_INSTANTIATE(null_lock)
 WEFT_SRX_INSTANTIATE(mutex_lock)
+WEFT_SRX_INSTANTIATE(handoff_lock)
 
 }  // namespace weft::util

@@ -416,8 +416,12 @@ void trigger_engine::report(entry& e, int err) noexcept {
   ee.tag = e.tag;
   ee.err = err;
   ee.prov_errno = err;
-  // The application may read the CQ from any thread: the locked form.
-  if (!c->write_error<mutex_lock>(ee))
+  // The application may read the CQ from any thread: the locked form (the
+  // handoff where the domain takes turns through it, util/handoff.hpp: its
+  // CQs' readers take no mutex).
+  const bool ok = c->dom().locks() == lock_kind::handoff ? c->write_error<handoff_lock>(ee)
+                                                           : c->write_error<mutex_lock>(ee);
+  if (!ok)
     WEFT_WARN(dom_.provider(), FI_LOG_EP_DATA, "CQ overrun: the error completion (%d) of a "
               "triggered operation is lost", err);
 }

@@ -317,5 +317,6 @@ void endpoint::service(uint64_t now) noexcept {
 
 WEFT_SHM_INSTANTIATE(util::null_lock)
 WEFT_SHM_INSTANTIATE(util::mutex_lock)
+WEFT_SHM_INSTANTIATE(util::handoff_lock)
 
 }  // namespace weft::shm

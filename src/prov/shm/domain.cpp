@@ -117,9 +117,8 @@ int open_endpoint(util::domain& dom, fi_info* info, fid_ep** out, void* context)
 // the endpoints' lock policy: an owner may start a match while the
 // domain's progress thread serves the endpoint (automatic progress).
 int open_srx(util::domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) {
-  const fi_ops_srx_peer* ops = util::shared_objects_need_lock(dom.lock_threading())
-                                   ? endpoint::peer_table<util::mutex_lock>()
-                                   : endpoint::peer_table<util::null_lock>();
+  const fi_ops_srx_peer* ops =
+      util::with_lock_kind(dom.locks(), []<class L>() { return endpoint::peer_table<L>(); });
   return util::open_srx_context(dom, &provider(), attr, rx_depth, ops, out, context);
 }
 
@@ -198,6 +197,7 @@ const util::domain_hooks domain_hooks = {
     .query_atomic = query_atomic,
     .srx_ctx = open_srx,
     .scalable_ep = open_sep,
+    .handoff = []() noexcept { return cfg().auto_handoff; },
 };
 
 }  // namespace weft::shm

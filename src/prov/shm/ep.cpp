@@ -34,6 +34,14 @@ const fi_ops_cm cm_ops = util::cm_name_only(cm_getname);
 // FIFO). Without a FIFO, the fast one always.
 constexpr uint64_t busy_tick_ns = 1'000'000;
 constexpr uint64_t idle_tick_ns = 100'000'000;
+// Under automatic progress while the application polls (and nothing else
+// needs the fast tick), the tick only notices when it stops: the period
+// starts at busy_tick_ns and doubles at each tick that finds it still
+// polling, up to this. Every tick wakes the progress thread, which preempts
+// a core the application spins on: in hand runs of bench/auto_progress.c
+// (no results folder) a 1 ms tick cost the 8-byte ping-pong about a quarter
+// of its latency, a 10 ms one a tenth of that.
+constexpr uint64_t poll_tick_max_ns = 8'000'000;
 
 void add_to(int epfd, int fd) noexcept {
   epoll_event ev{};
@@ -114,8 +122,7 @@ int endpoint::open_context(util::domain& dom, const fi_info& info, size_t fclass
     auto ep = std::make_unique<endpoint>(dom, info, fclass, context);
     ep->sep_slot_ = std::move(slot);
     if (fclass == FI_CLASS_TX_CTX)  // before any bind registers the hook
-      ep->hook_.fn = ep->locked_ ? &tx_ctx_progress_thunk<util::mutex_lock>
-                                 : &tx_ctx_progress_thunk<util::null_lock>;
+      ep->hook_.fn = util::with_lock_kind(ep->locks_, []<class L>() { return &tx_ctx_progress_thunk<L>; });
     if (errc e = ep->create_region(index); e != errc::ok) return to_fi(e);
     ep->self_ = name;  // fi_getname on a context: the scalable endpoint's
     *out = ep.release();
@@ -147,8 +154,9 @@ endpoint::endpoint(util::domain& dom, const fi_info& info, size_t fclass, void* 
       tx_op_flags_(info.tx_attr ? info.tx_attr->op_flags : 0),
       rx_op_flags_(info.rx_attr ? info.rx_attr->op_flags : 0),
       // Under automatic progress the domain's thread is a second user of
-      // the endpoint: it locks whatever the application's threading model.
-      locked_(util::shared_objects_need_lock(dom.lock_threading())),
+      // the endpoint: it locks whatever the application's threading model,
+      // or takes turns with the application (the handoff, util/handoff.hpp).
+      locks_(dom.locks()),
       auto_(dom.progress() == FI_PROGRESS_AUTO) {
   uint32_t depth = info.tx_attr && info.tx_attr->size ? static_cast<uint32_t>(info.tx_attr->size)
                                                        : tx_depth;
@@ -160,8 +168,8 @@ endpoint::endpoint(util::domain& dom, const fi_info& info, size_t fclass, void* 
   }
   tx_count_ = tx_free_count_ = depth;
   rx_size_ = info.rx_attr && info.rx_attr->size ? info.rx_attr->size : rx_depth;
-  hook_ = locked_ ? util::progress_hook{&progress_thunk<util::mutex_lock>, this}
-                  : util::progress_hook{&progress_thunk<util::null_lock>, this};
+  hook_ = util::progress_hook{util::with_lock_kind(locks_, []<class L>() { return &progress_thunk<L>; }),
+                              this};
   timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
   waitset_.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (waitset_.valid() && timer_.valid()) add_to(waitset_.get(), timer_.get());
@@ -174,12 +182,10 @@ endpoint::~endpoint() {
   if (srx_) {
     // Finished receives still waiting for CQ room end without a completion;
     // queued unexpected messages go back through discard (acks included).
-    for (const deferred_rx& d : deferred_rx_)
-      locked_ ? free_entry<util::mutex_lock>(d.e) : free_entry<util::null_lock>(d.e);
-    if (locked_)
-      srx_->shutdown<util::mutex_lock>();
-    else
-      srx_->shutdown<util::null_lock>();
+    util::with_lock_kind(locks_, [&]<class L>() {
+      for (const deferred_rx& d : deferred_rx_) free_entry<L>(d.e);
+      srx_->shutdown<L>();
+    });
   }
   for (auto& in : in_) {
     if (!in) continue;
@@ -205,10 +211,7 @@ int endpoint::close() {
   // Under a peer SRX the owner outlives us: what it holds of ours goes back
   // now, while the CQ can still take the receives' errors.
   if (enabled_ && !srx_) {
-    if (locked_)
-      retire_receives<util::mutex_lock>();
-    else
-      retire_receives<util::null_lock>();
+    util::with_lock_kind(locks_, [&]<class L>() { retire_receives<L>(); });
   }
   bound_.unbind(this, wait_source());
   delete this;
@@ -253,6 +256,7 @@ int endpoint::enable() {
     a.prov = prov;
     a.rx_cq = bound_.rx_cq.get();
     a.threading = domain_->lock_threading();
+    if (locks_ == util::lock_kind::handoff) a.handoff = &domain_->handoff();
     a.size = rx_size_;
     a.min_multi_recv = min_multi_recv_;
     a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
@@ -262,14 +266,14 @@ int endpoint::enable() {
     // none of its own.
     a.serialized = true;
     srx_ = std::make_unique<util::srx>(a);
-    face_ = srx_->add_peer(locked_ ? peer_table<util::mutex_lock>() : peer_table<util::null_lock>(),
+    face_ = srx_->add_peer(util::with_lock_kind(locks_, []<class L>() { return peer_table<L>(); }),
                            this);
   }
   if (srx_)
     rx_.own(srx_.get(), face_);
   else
     rx_.share(face_);
-  fast_ = srx_ ? srx_.get() : util::srx::behind(face_, domain_->lock_threading());
+  fast_ = srx_ ? srx_.get() : util::srx::behind(face_, locks_);
   // Senders are named where a completion (FI_SOURCE: their fi_addr or user
   // id) or the receive context (FI_DIRECTED_RECV) needs them.
   want_source_ = (caps_ & (FI_SOURCE | FI_DIRECTED_RECV)) != 0;
@@ -280,18 +284,14 @@ int endpoint::enable() {
   for (util::cntr* c : {bound_.send_cntr.get(), bound_.recv_cntr.get()})
     if (c && c->waiter()) sleeper = true;
   if (sleeper) arm_timer(busy_tick_ns);
-  msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>(shared_rx)
-                                        : msg_table<util::null_lock>(shared_rx));
-  tagged = const_cast<fi_ops_tagged*>(locked_ ? tagged_table<util::mutex_lock>(shared_rx)
-                                              : tagged_table<util::null_lock>(shared_rx));
-  // RMA and atomics only where the endpoint asked for them (fi_getinfo(3)
-  // caps): the others keep the -FI_ENOSYS tables.
-  if (caps_ & FI_RMA)
-    rma = const_cast<fi_ops_rma*>(locked_ ? rma_table<util::mutex_lock>()
-                                          : rma_table<util::null_lock>());
-  if (caps_ & FI_ATOMIC)
-    atomic = const_cast<fi_ops_atomic*>(locked_ ? atomic_table<util::mutex_lock>()
-                                                : atomic_table<util::null_lock>());
+  util::with_lock_kind(locks_, [&]<class L>() {
+    msg = const_cast<fi_ops_msg*>(msg_table<L>(shared_rx));
+    tagged = const_cast<fi_ops_tagged*>(tagged_table<L>(shared_rx));
+    // RMA and atomics only where the endpoint asked for them (fi_getinfo(3)
+    // caps): the others keep the -FI_ENOSYS tables.
+    if (caps_ & FI_RMA) rma = const_cast<fi_ops_rma*>(rma_table<L>());
+    if (caps_ & FI_ATOMIC) atomic = const_cast<fi_ops_atomic*>(atomic_table<L>());
+  });
   if (want_source_) {
     try {
       bound_.av_->watch(this, &av_changed);  // unwatched by bound_.unbind
@@ -340,7 +340,7 @@ errc endpoint::start_auto() noexcept {
   region_.want_wakes(true);
   wake_on_ = true;
   util::progress_thread::work_fn fn =
-      locked_ ? &auto_work<util::mutex_lock> : &auto_work<util::null_lock>;
+      util::with_lock_kind(locks_, []<class L>() { return &auto_work<L>; });
   if (errc e = domain_->auto_progress().add(waitset_.get(), fn, this); e != errc::ok) {
     WEFT_WARN(prov, FI_LOG_EP_CTRL, "fi_enable: cannot start automatic progress: %s",
               fi_strerror(static_cast<int>(e)));
@@ -355,10 +355,7 @@ void endpoint::av_changed(void* self, bool inserted_only) noexcept {
     [[maybe_unused]] auto g = ep->guard<Lock>();  // progress queues under it
     ep->rx_.relabel<Lock>(queued_source, !inserted_only);
   };
-  if (ep->locked_)
-    run.template operator()<util::mutex_lock>();
-  else
-    run.template operator()<util::null_lock>();
+  util::with_lock_kind(ep->locks_, run);
 }
 
 void endpoint::arm_timer(uint64_t period) noexcept {
@@ -379,11 +376,13 @@ void endpoint::arm_timer(uint64_t period) noexcept {
 
 void endpoint::tick() noexcept {
   uint64_t now = util::now_ns();
+  bool expired = false;
   if (now >= next_tick_ns_) {
     uint64_t expirations;
     // Level-triggered in the wait sets: read it once per expiry, or a
     // sleeper would spin. Not yet readable (the timer's slack): next time.
     if (::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations) {
+      expired = true;
       next_tick_ns_ = tick_start_ns_ + ((now - tick_start_ns_) / tick_period_ns_ + 1) * tick_period_ns_;
       if (auto_) {
         app_polling_ = app_passes_ >= app_poll_min;
@@ -394,9 +393,18 @@ void endpoint::tick() noexcept {
   // Fast while something waits on a peer, slow otherwise (if the FIFO wakes).
   // Under automatic progress, fast while the application polls: the tick is
   // what notices that it stopped (fewer than app_poll_min passes in a
-  // period), so that senders wake the thread again.
-  bool busy = !busy_conns_.empty() || !busy_in_.empty() || !wake_.valid() || app_polling_;
-  uint64_t want = busy ? busy_tick_ns : idle_tick_ns;
+  // period), so that senders wake the thread again; slower the longer it
+  // keeps polling (poll_tick_max_ns says why).
+  const bool waits = !busy_conns_.empty() || !busy_in_.empty() || !wake_.valid();
+  uint64_t want = waits ? busy_tick_ns : idle_tick_ns;
+  if (!waits && app_polling_) {
+    if (tick_period_ns_ < busy_tick_ns || tick_period_ns_ > poll_tick_max_ns)
+      want = busy_tick_ns;  // it has just started polling
+    else if (expired)
+      want = std::min(tick_period_ns_ * 2, poll_tick_max_ns);
+    else
+      want = tick_period_ns_;
+  }
   if (want != tick_period_ns_) arm_timer(want);
 }
 
@@ -440,9 +448,10 @@ int endpoint::getname(void* addr, size_t* addrlen) {
 
 ssize_t endpoint::cancel(void* context) {
   if (!srx_) return to_fi(errc::noent);
-  if (!locked_) return srx_->cancel<util::null_lock>(context);
-  [[maybe_unused]] auto g = guard<util::mutex_lock>();  // srx_attr::serialized
-  return srx_->cancel<util::mutex_lock>(context);
+  return util::with_lock_kind(locks_, [&]<class L>() {
+    [[maybe_unused]] auto g = guard<L>();  // srx_attr::serialized
+    return srx_->cancel<L>(context);
+  });
 }
 
 int endpoint::setopt(int level, int name, const void* val, size_t len) {
@@ -454,18 +463,20 @@ int endpoint::setopt(int level, int name, const void* val, size_t len) {
 ssize_t endpoint::rx_size_left() {
   if (!enabled_) return to_fi(errc::opbadstate);
   if (!srx_) return to_fi(errc::nosys);  // receives are the peer SRX owner's
-  if (!locked_) return srx_->rx_size_left<util::null_lock>();
-  [[maybe_unused]] auto g = guard<util::mutex_lock>();  // srx_attr::serialized
-  return srx_->rx_size_left<util::mutex_lock>();
+  return util::with_lock_kind(locks_, [&]<class L>() {
+    [[maybe_unused]] auto g = guard<L>();  // srx_attr::serialized
+    return srx_->rx_size_left<L>();
+  });
 }
 
 ssize_t endpoint::tx_size_left() {
   if (!enabled_) return to_fi(errc::opbadstate);
   // Inline sends take no entry; large ones one each. (Progress gives
   // entries back, on another thread under automatic progress.)
-  if (!locked_) return static_cast<ssize_t>(tx_free_count_);
-  [[maybe_unused]] auto g = guard<util::mutex_lock>();
-  return static_cast<ssize_t>(tx_free_count_);
+  return util::with_lock_kind(locks_, [&]<class L>() {
+    [[maybe_unused]] auto g = guard<L>();
+    return static_cast<ssize_t>(tx_free_count_);
+  });
 }
 
 }  // namespace weft::shm

@@ -235,6 +235,8 @@ template const fi_ops_msg* endpoint::msg_table<util::null_lock>(bool) noexcept;
 template const fi_ops_msg* endpoint::msg_table<util::mutex_lock>(bool) noexcept;
 template const fi_ops_tagged* endpoint::tagged_table<util::null_lock>(bool) noexcept;
 template const fi_ops_tagged* endpoint::tagged_table<util::mutex_lock>(bool) noexcept;
+template const fi_ops_msg* endpoint::msg_table<util::handoff_lock>(bool) noexcept;
+template const fi_ops_tagged* endpoint::tagged_table<util::handoff_lock>(bool) noexcept;
 
 template <class Lock>
 ssize_t endpoint::post_recv(const iovec* iov, void** desc, size_t count, fi_addr_t src,
@@ -281,7 +283,7 @@ ssize_t endpoint::send_one(const void* buf, size_t len, fi_addr_t dest, void* co
   if (errc e = c->prod.try_send(f, buf, len); e != errc::ok) [[unlikely]]
     return ring_full<Lock>(*c, e);
   c->full_ns = 0;
-  if constexpr (std::is_same_v<Lock, util::null_lock>) reply_slot_ = c->prod.next_slot();
+  if constexpr (!std::is_same_v<Lock, util::mutex_lock>) reply_slot_ = c->prod.next_slot();
   ring(*c);
   if (completion)
     cq->write<Lock>({context, FI_SEND | (tagged ? FI_TAGGED : FI_MSG), 0, nullptr, 0, 0,
@@ -391,5 +393,6 @@ ssize_t endpoint::send(const iovec* iov, size_t count, fi_addr_t dest, void* con
 
 WEFT_SHM_INSTANTIATE(util::null_lock)
 WEFT_SHM_INSTANTIATE(util::mutex_lock)
+WEFT_SHM_INSTANTIATE(util::handoff_lock)
 
 }  // namespace weft::shm

@@ -194,9 +194,27 @@ __attribute__((noinline)) void endpoint::tx_ctx_pass(endpoint* ep) noexcept {
 // target that computes while an initiator issues operations back to back
 // so serves each without a wake-up of its thread; an idle one costs
 // nothing, because the polling only follows work.
+//
+// Under the handoff policy (util/handoff.hpp) the whole call is one turn of
+// the thread, one barrier: its passes' guards nest inside it. The spin then
+// also ends when an application thread waits to enter, which it cannot
+// while the thread holds its turn.
 template <class Lock>
 bool endpoint::auto_work(void* obj) noexcept {
   auto* ep = static_cast<endpoint*>(obj);
+  constexpr bool handoff = std::is_same_v<Lock, util::handoff_lock>;
+  [[maybe_unused]] auto turn = [ep]() noexcept {
+    if constexpr (handoff)
+      return util::handoff::guard{ep->domain_->handoff()};
+    else
+      return 0;
+  }();
+  auto app_waits = [ep]() noexcept {
+    if constexpr (handoff)
+      return ep->domain_->handoff().app_waiting();
+    else
+      return false;
+  };
   // One pass of the thread; whether it took messages from our rings.
   auto pass = [ep]() noexcept {
     [[maybe_unused]] auto g = ep->guard<Lock>();
@@ -226,7 +244,7 @@ bool endpoint::auto_work(void* obj) noexcept {
       const uint64_t now = util::now_ns();
       if (more) until = now + cfg().auto_spin_ns;
       [[maybe_unused]] auto g = ep->guard<Lock>();
-      if (now >= until || ep->app_polling_ || !ep->enabled_) ep->spinning_ = false;
+      if (now >= until || ep->app_polling_ || !ep->enabled_ || app_waits()) ep->spinning_ = false;
     }
     pass();  // wake_wanted stored again, then the doorbells collected
   }
@@ -311,12 +329,14 @@ bool endpoint::drain(uint32_t r, bool& got) noexcept {
       //
       // Its answer, if it gets one, likely goes where our last one went
       // (reply_slot_): that line is asked for now, to arrive while this one
-      // is delivered. Only without locks: measured in a ping-pong, the hint
-      // takes 0.185 us to 0.155 under FI_THREAD_DOMAIN, but 0.23 to 0.28
-      // under FI_THREAD_SAFE, wherever it is placed. The lock instructions
-      // seem to wait for the line, and the peer's polling takes it back
-      // before the answer is written.
-      if constexpr (std::is_same_v<Lock, util::null_lock>) prefetch_for_write(reply_slot_, prefetchw_);
+      // is delivered. Only without locked instructions (none, or the
+      // handoff's plain stores): measured in a ping-pong, the hint takes
+      // 0.185 us to 0.155 under FI_THREAD_DOMAIN, but 0.23 to 0.28 under
+      // FI_THREAD_SAFE, wherever it is placed. The lock instructions seem to
+      // wait for the line, and the peer's polling takes it back before the
+      // answer is written.
+      if constexpr (!std::is_same_v<Lock, util::mutex_lock>)
+        prefetch_for_write(reply_slot_, prefetchw_);
       const bool tagged = v.fields.flags & proto::flag_tagged;
       const fi_addr_t src = want_source_ ? source_of(*in) : FI_ADDR_NOTAVAIL;
       if (util::srx_entry* p = fast_->take_posted<Lock>(src, v.fields.tag, tagged)) {
@@ -862,5 +882,6 @@ void endpoint::retire_receives() noexcept {
 
 WEFT_SHM_INSTANTIATE(util::null_lock)
 WEFT_SHM_INSTANTIATE(util::mutex_lock)
+WEFT_SHM_INSTANTIATE(util::handoff_lock)
 
 }  // namespace weft::shm

@@ -396,5 +396,6 @@ bool endpoint::handle_atomic(inbound& in, const msg_view& v) noexcept {
 
 WEFT_SHM_INSTANTIATE(util::null_lock)
 WEFT_SHM_INSTANTIATE(util::mutex_lock)
+WEFT_SHM_INSTANTIATE(util::handoff_lock)
 
 }  // namespace weft::shm

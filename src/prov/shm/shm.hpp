@@ -60,6 +60,9 @@ struct config {
   uint64_t auto_spin_ns = 50'000;
   bool single_copy = true;  // 0: every large message goes through bounce segments
   bool split_copy = true;   // 0: the receiver alone copies a large message (split.cpp)
+  // FI_SHM_AUTO_HANDOFF: FI_THREAD_DOMAIN with automatic progress takes the
+  // handoff policy (util/handoff.hpp); 0: a lock per object.
+  bool auto_handoff = true;
   std::string dir = "/dev/shm";
 };
 const config& cfg() noexcept;
@@ -454,9 +457,11 @@ class alignas(64) endpoint : public util::endpoint_object<endpoint> {
   template <class Lock>
   void drop_record(rec_base* rec) noexcept;
   template <class Lock>
-  auto guard() noexcept {
+  WEFT_ALWAYS_INLINE auto guard() noexcept {
     if constexpr (std::is_same_v<Lock, util::null_lock>)
       return 0;
+    else if constexpr (std::is_same_v<Lock, util::handoff_lock>)
+      return util::handoff::guard{domain_->handoff()};
     else
       return std::unique_lock<util::fast_recursive_mutex>{mutex_};
   }
@@ -666,7 +671,7 @@ class alignas(64) endpoint : public util::endpoint_object<endpoint> {
   uint64_t caps_;
   uint64_t tx_op_flags_;
   uint64_t rx_op_flags_;
-  bool locked_;
+  const util::lock_kind locks_;  // the domain's policy (util/lock.hpp)
   // FI_PROGRESS_AUTO: the domain's thread progresses us; senders wake us
   // (wake_on_) unless the application is polling us itself or the thread is
   // polling for a moment after work (app_polling_, spinning_; progress.cpp,
@@ -761,7 +766,7 @@ class alignas(64) endpoint : public util::endpoint_object<endpoint> {
   // delivering, so the line's transfer from the peer (who polls it) overlaps
   // the delivery instead of stalling the reply's store. Only a hint: a
   // prefetch never faults, so a stale pointer costs nothing but the hint.
-  // Kept and used without locks only (progress.cpp says why).
+  // Kept and used without locked instructions only (progress.cpp says why).
   const std::byte* reply_slot_ = nullptr;
   const bool prefetchw_ = cpu_has_prefetchw();
   // A context of a scalable endpoint: its hold on the endpoint, released

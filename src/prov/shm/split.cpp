@@ -290,5 +290,6 @@ void endpoint::help_split(conn& c) noexcept {
 
 WEFT_SHM_INSTANTIATE(util::null_lock)
 WEFT_SHM_INSTANTIATE(util::mutex_lock)
+WEFT_SHM_INSTANTIATE(util::handoff_lock)
 
 }  // namespace weft::shm
