@@ -32,7 +32,14 @@
 
 namespace exs {
 
+// The API version libexs is written for; a library older than it (Debian's
+// libfabric 1.17) is asked for its own version instead: libexs runs there
+// too (tests/compat/debian_exs.sh).
 constexpr uint32_t fi_api_version = FI_VERSION(1, 18);
+inline uint32_t api_version() {
+  const uint32_t lib = fi_version();
+  return lib < fi_api_version ? lib : fi_api_version;
+}
 
 // Remote CQ data of the writes that carry credits and the end of stream:
 // [63:32] the receiving socket's id, [31:28] the kind, [27:0] a count.

@@ -222,7 +222,7 @@ fabric_ctx* fabric_for(const std::string& prov_in, int family, const sockaddr* s
   if (src) h->src_addr = copy_addr(src, &h->src_addrlen);
   if (dst) h->dest_addr = copy_addr(dst, &h->dest_addrlen);
   fi_info* list = nullptr;
-  int r = fi_getinfo(fi_api_version, nullptr, nullptr, 0, h, &list);
+  int r = fi_getinfo(api_version(), nullptr, nullptr, 0, h, &list);
   fi_freeinfo(h);
   if (r != 0) {
     *err = prov.empty() ? ENETUNREACH : ENODEV;

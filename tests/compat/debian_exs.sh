@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# libexs on another implementation of the libfabric API: libexs and its
+# exs_echo and exs_ping built against Debian's libfabric-dev and linked to
+# Debian's libfabric.so.1 (tests/compat/CMakeLists.txt), run over Debian's
+# tcp provider on loopback. exs_ping checks every answer byte for byte;
+# both socket types, messages from 1 byte to 4 MiB.
+#
+#   tests/compat/debian_exs.sh <dir of the Debian-linked libexs and programs>
+set -u
+dir=${1:?usage: debian_exs.sh <dir>}
+# Only this build's libexs and the system's libfabric: nothing of weft's.
+export LD_LIBRARY_PATH=$dir
+unset FI_PROVIDER FI_PROVIDER_PATH
+# Leaks inside Debian's library (an AddressSanitizer build of this test)
+# are not libexs's to report; libexs's own are checked on weft (exs_tests).
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+lib=$(ldd "$dir/exs_ping" | awk '$1 == "libfabric.so.1" { print $3 }')
+case "$lib" in
+  /usr/lib*|/lib*) ;;
+  *) echo "debian_exs.sh: exs_ping does not load Debian's libfabric.so.1 (${lib:-none})" >&2; exit 1 ;;
+esac
+if ! command -v fi_info >/dev/null || ! fi_info -p tcp -t FI_EP_MSG >/dev/null 2>&1; then
+  echo "debian_exs.sh: skipped: Debian's fi_info lists no tcp FI_EP_MSG provider"
+  exit 77
+fi
+export EXS_PROVIDER=tcp
+work=$(mktemp -d)
+server=
+cleanup() {
+  [ -n "$server" ] && kill -9 "$server" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+status=0
+port=$((20000 + $$ % 20000))
+for type in seqpacket stream; do
+  port=$((port + 1))
+  "$dir/exs_echo" -t "$type" -p "$port" >"$work/echo.$type" 2>&1 &
+  server=$!
+  # Up when it says it listens.
+  for _ in $(seq 100); do
+    grep -q listening "$work/echo.$type" 2>/dev/null && break
+    sleep 0.1
+  done
+  if ! grep -q listening "$work/echo.$type"; then
+    echo "FAIL $type: exs_echo did not start on Debian's libfabric:"; cat "$work/echo.$type"
+    status=1
+    kill -9 "$server" 2>/dev/null; server=
+    continue
+  fi
+  for size in 1 4096 65536 1048576 4194304; do
+    if out=$(timeout 60 "$dir/exs_ping" -t "$type" -p "$port" -s "$size" -n 5 127.0.0.1 2>&1); then
+      echo "ok $type $size: ${out##*$'\n'}"
+    else
+      echo "FAIL $type $size: $out"
+      status=1
+    fi
+  done
+  kill "$server" 2>/dev/null
+  wait "$server" 2>/dev/null
+  server=
+done
+exit $status
