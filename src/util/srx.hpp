@@ -248,6 +248,24 @@ class srx {
   // it on the stack and copying it in (what post() does for the general
   // case) costs twice the stores. -FI_EINPROGRESS, having done nothing, when
   // it is not that case: post_msg / post_tag then decide.
+  // fi_recv / fi_trecv with the endpoint's default `flags`: post_one when
+  // it applies (one buffer, no multi-receive, peek or claim, nothing
+  // unexpected waiting), else post_msg / post_tag. Inline, for the callers'
+  // per-message path (shm's and lnx's endpoints).
+  template <class Lock>
+  WEFT_ALWAYS_INLINE ssize_t post_single(void* buf, size_t len, void* desc, fi_addr_t src,
+                                         uint64_t tag, uint64_t ignore, void* context,
+                                         uint64_t flags, bool tagged) noexcept {
+    iovec iov{buf, len};
+    if (!(flags & (FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD)) && (buf || !len)) [[likely]] {
+      const uint64_t kind = tagged ? recv_tag : recv_msg;
+      ssize_t rc = post_one<Lock>(&iov, &desc, 1, src, tag, ignore, context,
+                                  kind | (flags & (FI_COMPLETION | op_quiet)), tagged);
+      if (rc != to_fi(errc::inprogress)) return rc;
+    }
+    return tagged ? post_tag<Lock>(&iov, &desc, 1, src, tag, ignore, context, flags)
+                  : post_msg<Lock>(&iov, &desc, 1, src, context, flags);
+  }
   template <class Lock>
   WEFT_ALWAYS_INLINE ssize_t post_one(const iovec* iov, void** desc, size_t count, fi_addr_t src,
                                       uint64_t tag, uint64_t ignore, void* context,

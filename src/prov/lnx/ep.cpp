@@ -132,6 +132,13 @@ int endpoint::open_cores(const fi_info& info) {
     // are lnx's, so the core's receive side has none.
     ci->tx_attr->op_flags = tx_op_flags_;
     ci->rx_attr->op_flags = 0;
+    // A sender's address serves lnx only for FI_SOURCE (completions name
+    // it, an unknown one is FI_ADDR_NOTAVAIL) and directed receives: an
+    // endpoint with neither spares its cores finding it for every message.
+    if (!(caps_ & (FI_SOURCE | FI_DIRECTED_RECV))) {
+      ci->caps &= ~uint64_t{FI_SOURCE | FI_DIRECTED_RECV};
+      ci->rx_attr->caps &= ~uint64_t{FI_SOURCE | FI_DIRECTED_RECV};
+    }
     if (info.tx_attr && info.tx_attr->size) ci->tx_attr->size = info.tx_attr->size;
     int ret = fi_endpoint(cd->domain, ci, &c.ep, nullptr);
     fi_freeinfo(ci);

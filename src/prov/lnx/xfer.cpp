@@ -108,10 +108,11 @@ struct lnx_ops {
   }
 
   // ---- receives: into the engine ----
+  // (Descriptors are lnx's: none reaches the engine, whose receives the
+  // cores fill.)
   static ssize_t recv(fid_ep* e, void* buf, size_t len, void*, fi_addr_t src, void* ctx) noexcept {
-    iovec iov{buf, len};
-    return self(e)->engine().template post_msg<Lock>(&iov, nullptr, 1, src, ctx,
-                                                     self(e)->rx_op_flags() & post_mask);
+    return self(e)->engine().template post_single<Lock>(buf, len, nullptr, src, 0, 0, ctx,
+                                                        self(e)->rx_op_flags() & post_mask, false);
   }
   static ssize_t recvv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t src,
                        void* ctx) noexcept {
@@ -130,9 +131,8 @@ struct lnx_ops {
   }
   static ssize_t trecv(fid_ep* e, void* buf, size_t len, void*, fi_addr_t src, uint64_t tag,
                        uint64_t ignore, void* ctx) noexcept {
-    iovec iov{buf, len};
-    return self(e)->engine().template post_tag<Lock>(&iov, nullptr, 1, src, tag, ignore, ctx,
-                                                     tag_flags(e));
+    return self(e)->engine().template post_single<Lock>(buf, len, nullptr, src, tag, ignore, ctx,
+                                                        tag_flags(e), true);
   }
   static ssize_t trecvv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t src,
                         uint64_t tag, uint64_t ignore, void* ctx) noexcept {

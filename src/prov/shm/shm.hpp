@@ -375,19 +375,10 @@ class alignas(64) endpoint : public util::endpoint_object<endpoint> {
   WEFT_ALWAYS_INLINE ssize_t post_recv_one(void* buf, size_t len, void* desc, fi_addr_t src,
                                            uint64_t tag, uint64_t ignore, void* context,
                                            bool tagged) noexcept {
-    iovec iov{buf, len};
-    const uint64_t flags = rx_op_flags_;
     // Our engine takes no lock of its own: every call into it holds ours
     // (srx_attr::serialized), which progress holds anyway.
     [[maybe_unused]] auto g = guard<Lock>();
-    if (!(flags & (FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD)) && (buf || !len)) [[likely]] {
-      const uint64_t kind = tagged ? FI_TAGGED | FI_RECV : FI_MSG | FI_RECV;
-      ssize_t rc = srx_->post_one<Lock>(&iov, &desc, 1, src, tag, ignore, context,
-                                        kind | (flags & FI_COMPLETION), tagged);
-      if (rc != -FI_EINPROGRESS) return rc;
-    }
-    return tagged ? srx_->post_tag<Lock>(&iov, &desc, 1, src, tag, ignore, context, flags)
-                  : srx_->post_msg<Lock>(&iov, &desc, 1, src, context, flags);
+    return srx_->post_single<Lock>(buf, len, desc, src, tag, ignore, context, rx_op_flags_, tagged);
   }
   // One send of any form. op_flags carries FI_TAGGED for tagged sends,
   // FI_REMOTE_CQ_DATA when `data` goes along.
