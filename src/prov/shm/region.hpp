@@ -194,7 +194,9 @@ class region {
   // only when a drain that follows a collect_doorbells call finds it empty:
   // whatever its sender published before that collect is then seen by the
   // drain, and whatever it publishes after sets the shared bit again.
-  bool collect_doorbells(doorbell_set& pending) noexcept {
+  // (Inline by force: with three lock policies instantiating the progress
+  // pass the compiler stopped inlining it, +29 instructions per message.)
+  WEFT_ALWAYS_INLINE bool collect_doorbells(doorbell_set& pending) noexcept {
     uint64_t mask =
         std::atomic_ref<uint64_t>(hwm_->claimed_words).load(std::memory_order_acquire) &
         words_mask_;

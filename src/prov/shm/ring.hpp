@@ -289,7 +289,8 @@ struct msg_view {
   size_t second_len = 0;
 
   // Copies up to `len` payload bytes from offset `off`; returns the count.
-  size_t copy_to(void* dst, size_t len, size_t off = 0) const noexcept {
+  // (Inline by force, as region::collect_doorbells.)
+  WEFT_ALWAYS_INLINE size_t copy_to(void* dst, size_t len, size_t off = 0) const noexcept {
     if (off >= size) return 0;
     len = std::min(len, size - off);
     auto* d = static_cast<std::byte*>(dst);
