@@ -309,6 +309,11 @@ int endpoint::enable() {
     return to_fi(errc::opbadstate);
   }
   if (int ret = bound_.check_enable(p, FI_EP_RDM, caps_)) return ret;
+  try {
+    every_.reserve(cores_.size());  // progress()'s fast path, filled below
+  } catch (const std::bad_alloc&) {
+    return to_fi(errc::nomem);
+  }
   util::srx_attr a;
   a.prov = p;
   a.rx_cq = bound_.rx_cq.get();
@@ -347,6 +352,17 @@ int endpoint::enable() {
   bound_.av_->watch(this, &av_changed);
   watching_ = true;
   resync(false);
+  // progress()'s fast path: one peer CQ per every_read core (any of a
+  // core's peer CQs drives its endpoint). Bindings made later add nothing
+  // it needs for that.
+  every_complete_ = true;
+  for (core_ep& c : cores_) {
+    if (!c.every_read) continue;
+    if (c.cqs.empty())
+      every_complete_ = false;
+    else
+      every_.push_back(c.cqs.front());
+  }
   msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>()
                                         : msg_table<util::null_lock>());
   tagged = const_cast<fi_ops_tagged*>(locked_ ? tagged_table<util::mutex_lock>()
@@ -367,14 +383,26 @@ void endpoint::progress() noexcept {
   // read per core is enough (each of a core's peer CQs and counters drives
   // the same endpoint), except when a completion waits in a peer CQ for
   // room in a full lnx CQ: only reading that peer CQ hands it over.
-  uint64_t n = reads_.load(std::memory_order_relaxed) + 1;
+  const uint64_t n = reads_.load(std::memory_order_relaxed) + 1;
   reads_.store(n, std::memory_order_relaxed);
+  if (n >= others_at_.load(std::memory_order_relaxed) || backlog_.load(std::memory_order_relaxed))
+      [[unlikely]] {
+    progress_all(n);
+    return;
+  }
+  for (fid_cq* q : every_) fi_cq_read(q, nullptr, 0);
+}
+
+void endpoint::progress_all(uint64_t n) noexcept {
   bool all = backlog_.load(std::memory_order_relaxed);
   if (all) backlog_.store(false, std::memory_order_relaxed);
+  bool hot = false;
   for (core_ep& c : cores_) {
-    if (!c.every_read && !all && n % idle_stride != 0 &&
-        n > std::atomic_ref(c.hot_until).load(std::memory_order_relaxed))
-      continue;
+    if (!c.every_read) {
+      const bool h = n <= std::atomic_ref(c.hot_until).load(std::memory_order_relaxed);
+      hot |= h;
+      if (!h && !all && n % idle_stride != 0) continue;
+    }
     if (all) {
       for (fid_cq* q : c.cqs) fi_cq_read(q, nullptr, 0);
     } else if (!c.cqs.empty()) {
@@ -383,6 +411,10 @@ void endpoint::progress() noexcept {
       fi_cntr_read(c.cntrs.front());
     }
   }
+  // The next full schedule: the next read while a core is hot (or the fast
+  // path cannot drive every every_read core), else the next stride.
+  others_at_.store(hot || !every_complete_ ? n + 1 : (n / idle_stride + 1) * idle_stride,
+                   std::memory_order_relaxed);
 }
 
 // ---- routes -------------------------------------------------------------------

@@ -163,9 +163,11 @@ class endpoint : public util::endpoint_object<endpoint> {
     core_ep& c = cores_[route_table::core_of(r)];
     ep = c.ep;
     addr = route_table::addr_of(r);
-    if (!c.every_read)
+    if (!c.every_read) {
       std::atomic_ref(c.hot_until)
           .store(reads_.load(std::memory_order_relaxed) + hot_reads, std::memory_order_relaxed);
+      others_at_.store(0, std::memory_order_relaxed);  // progress_all from the next read on
+    }
     return true;
   }
   util::srx& engine() noexcept { return *engine_; }
@@ -236,6 +238,18 @@ class endpoint : public util::endpoint_object<endpoint> {
   static constexpr uint64_t hot_reads = 1u << 14;
   static constexpr uint64_t idle_stride = 64;
   std::atomic<uint64_t> reads_{0};
+  // The schedule's fast path: the read count from which progress() takes
+  // the full schedule (progress_all: hot or striding cores, a backlog), and
+  // until then the one peer CQ read per every_read core it makes instead
+  // (every_, set at fi_enable; 0 before it, and when an every_read core has
+  // no peer CQ to read: the full schedule on every read). A send on a
+  // striding core sets it to 0. (A send on another thread between
+  // progress_all's look and its store can be overwritten: that core is then
+  // read at the next stride, idle_stride reads later at most.)
+  std::atomic<uint64_t> others_at_{0};
+  std::vector<fid_cq*> every_;
+  bool every_complete_ = false;
+  void progress_all(uint64_t n) noexcept;
   // A core's completion met a full lnx CQ and waits in its peer CQ: every
   // peer CQ is read (which hands it over) until none is refused.
   std::atomic<bool> backlog_{false};
