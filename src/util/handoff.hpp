@@ -71,8 +71,8 @@ class handoff {
  public:
   // Whether the process can use handoffs: membarrier's private expedited
   // command is offered and this process is registered for it (registered on
-  // the first call; the answer is kept). Logs why not, once.
-  // `prov` names who asks in the log line.
+  // the process's first call; a yes is kept, a no is asked again and logged
+  // at info at each call). `prov` names who asks in the log line.
   static bool available(const fi_provider* prov) noexcept;
 
   handoff() = default;
