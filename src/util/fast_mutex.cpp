@@ -19,21 +19,13 @@ void futex(std::atomic<uint32_t>& word, int op, uint32_t val) noexcept {
             nullptr, 0);
 }
 
-inline void relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
 }  // namespace
 
 void fast_mutex::lock_slow() noexcept {
   // A holder on another core usually lets go within a few hundred cycles
   // (the data-path sections are short): spin on a load before sleeping.
   for (int i = 0; i < 128; ++i) {
-    relax();
+    cpu_relax();
     uint32_t free = 0;
     if (state_.load(std::memory_order_relaxed) == 0 &&
         state_.compare_exchange_strong(free, 1, std::memory_order_acquire,

@@ -23,6 +23,16 @@
 
 namespace weft::util {
 
+// The spin-wait hint of a loop that waits for another core (pause on x86,
+// yield on arm64), for util's spinning waiters.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
 class fast_mutex {
  public:
   fast_mutex() = default;

@@ -16,14 +16,6 @@ namespace weft::util {
 
 namespace {
 
-inline void relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
 // Waits until `done()`: spins a little (the other side's stay is a short
 // call or a bounded pass), then gives the core up between looks, so that on
 // a crowded machine the side it waits for gets to run.
@@ -31,7 +23,7 @@ template <class F>
 void wait_until(F done) noexcept {
   for (unsigned i = 0; !done(); ++i) {
     if (i < 256)
-      relax();
+      cpu_relax();
     else
       sched_yield();
   }

@@ -18,6 +18,7 @@
 #include "core/errc.hpp"
 #include "core/hot.hpp"
 #include "prov/shm/proto.hpp"
+#include "util/fast_mutex.hpp"
 
 #include <sys/uio.h>
 
@@ -30,13 +31,7 @@
 namespace weft::shm {
 
 // Spin-wait hint for loops that retry a full or empty ring.
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
+using util::cpu_relax;
 
 // ThreadSanitizer orders accesses by their virtual addresses, and a ring is
 // mapped twice when both its ends live in one process (two endpoints of a
