@@ -134,15 +134,16 @@ fi_provider* weft_shm_provider() noexcept {
     fi_param_define(&provider(), "auto_handoff", FI_PARAM_BOOL,
                     "Under FI_THREAD_DOMAIN with automatic progress, let the application and "
                     "the progress thread take turns through one handoff per domain, which "
-                    "costs the application no atomic instruction (default: 1; 0: a lock per "
-                    "object, as under FI_THREAD_SAFE)");
+                    "costs the application no atomic instruction (default: 0, a lock per "
+                    "object as under FI_THREAD_SAFE: threads on separate scalable-endpoint "
+                    "contexts may not take turns)");
     fi_param_define(&provider(), "dir", FI_PARAM_STRING,
                     "Directory of the shared-memory regions (default: /dev/shm)");
     int b = 1;
     if (fi_param_get_bool(&provider(), "single_copy", &b) == 0) the_config.single_copy = b != 0;
     b = 1;
     if (fi_param_get_bool(&provider(), "split_copy", &b) == 0) the_config.split_copy = b != 0;
-    b = 1;
+    b = 0;
     if (fi_param_get_bool(&provider(), "auto_handoff", &b) == 0) the_config.auto_handoff = b != 0;
     int us = 0;
     if (fi_param_get_int(&provider(), "auto_spin_us", &us) == 0 && us >= 0)
