@@ -66,52 +66,72 @@ bool handoff::available(const fi_provider* prov) noexcept {
 #endif
 }
 
-#ifdef WEFT_HANDOFF_MUTEX
-
-void handoff::enter_heavy() noexcept {
-  m_.lock();
-  heavy_ = true;
+void handoff::enter_slow(uintptr_t me) noexcept {
+  const bool app = !tl_internal_thread;
+  if (!mutex_.try_lock()) {
+    // Seen by a weft thread that holds it and polls (app_waiting()).
+    if (app) app_waits_.fetch_add(1, std::memory_order_relaxed);
+    mutex_.lock();
+    if (app) app_waits_.fetch_sub(1, std::memory_order_relaxed);
+  }
+#ifndef WEFT_HANDOFF_MUTEX
+  // Only a holder of mutex_ moves the bias, so it is stable here.
+  bias* const b = bias_.load(std::memory_order_relaxed);
+  const bool mine = b && b->thread == me;
+  if (b && !mine) {
+    // Exclude the biased thread. Every thread of the process now runs a
+    // full barrier (this one included, before the call): if the biased
+    // thread raised its flag before it, the load below sees it and waits;
+    // if after, its load of state_ comes after the barrier and sees 1.
+    // Registered in available(), which the domain asked before choosing
+    // this policy, so it cannot fail with EPERM.
+    state_.store(1, std::memory_order_relaxed);
+    membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+    wait_until([b] { return b->in.load(std::memory_order_acquire) == 0; });
+    fenced_ = true;
+  }
+  if (app && !mine) rebias(me);
+#endif
+  owner_.store(me, std::memory_order_relaxed);
+  depth_ = 1;
+  slow_ = true;
 }
 
-void handoff::exit_heavy() noexcept {
-  heavy_ = false;
-  m_.unlock();
+void handoff::exit_slow() noexcept {
+  slow_ = false;
+#ifndef WEFT_HANDOFF_MUTEX
+  if (fenced_) {
+    fenced_ = false;
+    // Release: a thread whose load of state_ sees this 0 also sees the
+    // bias as it was left (the light side reads it after state_).
+    state_.store(0, std::memory_order_release);
+  }
+#endif
+  mutex_.unlock();
 }
 
-#else
-
-void handoff::light_wait() noexcept {
-  app_waits_.fetch_add(1, std::memory_order_relaxed);
-  do {
-    app_in_.store(0, std::memory_order_release);
-    wait_until([this] { return state_.load(std::memory_order_acquire) == 0; });
-    app_in_.store(1, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-  } while (state_.load(std::memory_order_acquire) != 0);
-  app_waits_.fetch_sub(1, std::memory_order_relaxed);
+#ifndef WEFT_HANDOFF_MUTEX
+void handoff::rebias(uintptr_t me) noexcept {
+  // The first application thread takes the bias, and each later one that
+  // comes in by the mutex takes it over (its barrier already excluded the
+  // old holder), up to kBiasMoves moves. Each move cost the mover a
+  // barrier, so threads that keep taking turns (several application
+  // threads on one domain's scalable-endpoint contexts, or under the
+  // application's own lock) soon leave the handoff a plain mutex for good:
+  // one atomic per entry for everyone, still less than a lock per object.
+  // A slot is never given twice: a thread that read the bias as its own
+  // before it moved raises and lowers only its old flag, which no holder
+  // waits on any more.
+  if (dropped_) return;
+  if (biases_used_ == std::size(biases_)) {
+    dropped_ = true;
+    bias_.store(nullptr, std::memory_order_relaxed);
+    return;
+  }
+  bias* const next = &biases_[biases_used_++];
+  next->thread = me;
+  bias_.store(next, std::memory_order_release);
 }
-
-void handoff::enter_heavy() noexcept {
-  heavy_mutex_.lock();
-  state_.store(1, std::memory_order_relaxed);
-  // Every thread of the process now runs a full barrier (this one included,
-  // before the call): an application thread that stored app_in_ before it
-  // has it visible to the load below; one that stores it after loads
-  // state_ after it, and so sees 1. Registered in available(), which the
-  // domain asked before choosing this policy, so it cannot fail with
-  // EPERM; anything else would be a kernel without the command, refused
-  // there too.
-  membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
-  wait_until([this] { return app_in_.load(std::memory_order_acquire) == 0; });
-  heavy_ = true;
-}
-
-void handoff::exit_heavy() noexcept {
-  heavy_ = false;
-  state_.store(0, std::memory_order_release);
-  heavy_mutex_.unlock();
-}
-
 #endif
 
 }  // namespace weft::util

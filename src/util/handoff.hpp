@@ -15,15 +15,30 @@
 // - the application (light side) stores "in", and, with only a compiler
 //   barrier between, loads the thread's state; it leaves with a plain
 //   store. No atomic read-modify-write, no fence.
-// - the thread (heavy side) stores "wants in", then makes every running
-//   thread of the process execute a full barrier (membarrier(2),
-//   MEMBARRIER_CMD_PRIVATE_EXPEDITED), then waits until the application is
-//   out. The barrier is what makes the application's plain store and load a
-//   Dekker handshake: either the application sees the thread's flag and
-//   steps back, or the thread sees the application in and waits. (The
-//   scheme is the asymmetric barrier of userspace RCU and folly's hazard
-//   pointers.) While the thread wants in or is in, an application entering
-//   steps back and waits for it to leave; its work is a bounded pass.
+// - the thread (heavy side) takes a mutex, stores "wants in", then makes
+//   every running thread of the process execute a full barrier
+//   (membarrier(2), MEMBARRIER_CMD_PRIVATE_EXPEDITED), then waits until the
+//   application is out. The barrier is what makes the application's plain
+//   store and load a Dekker handshake: either the application sees the
+//   thread's flag and steps back, or the thread sees the application in and
+//   waits. (The scheme is the asymmetric barrier of userspace RCU and
+//   folly's hazard pointers.) While the thread wants in or is in, an
+//   application entering steps back and waits on the mutex; the thread's
+//   work is a bounded pass.
+//
+// One application thread: the bias. The light side is sound for one thread
+// only, and an application may use several in one domain: weft lets threads
+// drive separate contexts of a scalable endpoint at once under
+// FI_THREAD_DOMAIN (as under the other models), and an application may hand
+// the domain from thread to thread under its own lock. So the light side
+// belongs to one thread, the one the handoff is biased to (as a JVM's biased
+// lock): the first application thread to enter. Any other thread enters as
+// the heavy side does, through the mutex and, while some thread has the
+// bias, the barrier. An application thread that comes in that way takes the
+// bias over (its barrier already excluded the old holder); after
+// kBiasMoves such moves the bias is dropped for good and the handoff is a
+// plain mutex for every thread: one atomic per entry, still cheaper than a
+// lock per object.
 //
 // Nesting. An object's guard under this policy enters the domain's handoff;
 // one object's guard taken inside another's (a completion written while the
@@ -35,15 +50,14 @@
 // marks itself internal; every entry from such a thread takes the heavy side,
 // whichever domain it touches, so a progress thread that reaches another
 // domain's object (a triggered operation's counter) is still excluded from
-// that domain's application correctly.
+// that domain's application correctly. Weft threads never take the bias.
 //
 // The rules the policy relies on (decisions.md, "The domain handoff"):
-// 1. Application threads enter one at a time (FI_THREAD_DOMAIN).
-// 2. Nobody holds the handoff while waiting for a progress thread (no guard
+// 1. Nobody holds the handoff while waiting for a progress thread (no guard
 //    is held across a sleep, a progress_thread::remove or a join).
-// 3. Only providers that opt in use it (domain_hooks::handoff), only when
+// 2. Only providers that opt in use it (domain_hooks::handoff), only when
 //    membarrier is available, and never in ThreadSanitizer builds, which
-//    cannot see the barrier: there every entry takes a mutex instead, so the
+//    cannot see the barrier: there every entry takes the mutex, so the
 //    nesting and the guards' placement are still checked.
 #pragma once
 
@@ -85,20 +99,36 @@ class handoff {
       ++depth_;
       return;
     }
-    if (tl_internal_thread) [[unlikely]]
-      enter_heavy();
-    else
-      enter_light();
-    owner_.store(me, std::memory_order_relaxed);
-    depth_ = 1;
+#ifndef WEFT_HANDOFF_MUTEX
+    // The light side, for the thread the handoff is biased to. Only that
+    // thread writes its slot's flag; the bias is read again after the
+    // state, so a thread that read it before the bias moved on, and stores
+    // its (old) flag after the move, sees it gone (handoff.cpp).
+    if (bias* b = bias_.load(std::memory_order_acquire); b && b->thread == me) [[likely]] {
+      b->in.store(1, std::memory_order_relaxed);
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // the heavy side's membarrier does the rest
+      const uint32_t s = state_.load(std::memory_order_acquire);
+      if (s == 0 && bias_.load(std::memory_order_relaxed) == b) [[likely]] {
+        owner_.store(me, std::memory_order_relaxed);
+        depth_ = 1;
+        return;
+      }
+      b->in.store(0, std::memory_order_release);
+    }
+#endif
+    enter_slow(me);
   }
   [[gnu::always_inline]] void exit() noexcept {
     if (--depth_) return;
     owner_.store(0, std::memory_order_relaxed);
-    if (heavy_) [[unlikely]]
-      exit_heavy();
-    else
-      exit_light();
+#ifndef WEFT_HANDOFF_MUTEX
+    if (!slow_) [[likely]] {
+      // In by the light side: the bias cannot move while its flag is up.
+      bias_.load(std::memory_order_relaxed)->in.store(0, std::memory_order_release);
+      return;
+    }
+#endif
+    exit_slow();
   }
   // From the heavy holder: whether an application thread waits to enter
   // (a thread polling for a while under the handoff lets it in).
@@ -120,32 +150,32 @@ class handoff {
 
  private:
   static uintptr_t self() noexcept { return reinterpret_cast<uintptr_t>(__builtin_thread_pointer()); }
-#ifdef WEFT_HANDOFF_MUTEX
-  void enter_light() noexcept { m_.lock(); }
-  void exit_light() noexcept { m_.unlock(); }
-  fast_mutex m_;
-#else
-  [[gnu::always_inline]] void enter_light() noexcept {
-    app_in_.store(1, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);  // the heavy side's membarrier does the rest
-    if (state_.load(std::memory_order_acquire) != 0) [[unlikely]]
-      light_wait();
-  }
-  [[gnu::always_inline]] void exit_light() noexcept { app_in_.store(0, std::memory_order_release); }
-  void light_wait() noexcept;
-#endif
-  void enter_heavy() noexcept;
-  void exit_heavy() noexcept;
+  void enter_slow(uintptr_t me) noexcept;
+  void exit_slow() noexcept;
+  // How often the bias may pass from one application thread to another
+  // before the handoff drops it for good (handoff.cpp, rebias).
+  static constexpr uint32_t kBiasMoves = 16;
+  // One per thread the bias was ever given to, never reused: a thread that
+  // read the bias as its own before it moved on writes only its own flag.
+  struct bias {
+    uintptr_t thread = 0;
+    std::atomic<uint32_t> in{0};  // the thread is in by the light side
+  };
+  void rebias(uintptr_t me) noexcept;
 
   std::atomic<uintptr_t> owner_{0};
-  uint32_t depth_ = 0;  // the holder's
-  bool heavy_ = false;  // the holder's: it entered as the thread
+  uint32_t depth_ = 0;   // the holder's
+  bool slow_ = false;    // the holder's: it entered through mutex_
+  bool fenced_ = false;  // the holder's: it raised state_ (and must lower it)
 #ifndef WEFT_HANDOFF_MUTEX
-  std::atomic<uint32_t> app_in_{0};  // the application is in (light side)
-  std::atomic<uint32_t> state_{0};   // a thread wants in, or is in (heavy side)
+  std::atomic<uint32_t> state_{0};    // a slow-side holder excludes the light side
+  std::atomic<bias*> bias_{nullptr};  // whose the light side is; null: nobody's
+  uint32_t biases_used_ = 0;          // under mutex_: of biases_
+  bool dropped_ = false;              // under mutex_: the bias is gone for good
+  bias biases_[kBiasMoves + 1];  // the first holder and each move
 #endif
   std::atomic<uint32_t> app_waits_{0};
-  fast_mutex heavy_mutex_;  // one heavy user at a time (several progress threads)
+  fast_mutex mutex_;  // the slow side: weft threads, and application threads without the bias
 };
 
 }  // namespace weft::util

@@ -245,7 +245,7 @@ TEST_P(sep, one_thread_per_context_each_on_its_own_cq) {
         v[k] = uint64_t(t) << 32 | uint64_t(k);
         ssize_t r = fi_tsend(a->tx[t], &v[k], sizeof v[k], nullptr, dest, t, nullptr);
         if (r == 0) ++k;
-        else if (r != -FI_EAGAIN) { ++failures; return; }
+        else if (r != -FI_EAGAIN) { ++failures; ADD_FAILURE() << "tsend " << t << ": " << r; return; }
         fi_cq_tagged_entry e{};
         if (fi_cq_read(a->tx_cq[t], &e, 1) == 1) ++done;
       }
@@ -253,9 +253,9 @@ TEST_P(sep, one_thread_per_context_each_on_its_own_cq) {
         fi_cq_tagged_entry e{};
         ssize_t r = fi_cq_read(a->tx_cq[t], &e, 1);
         if (r == 1) ++done;
-        else if (r != -FI_EAGAIN) { ++failures; return; }
+        else if (r != -FI_EAGAIN) { ++failures; ADD_FAILURE() << "tx cq " << t << ": " << r; return; }
       }
-      if (done != msgs) ++failures;
+      if (done != msgs) { ++failures; ADD_FAILURE() << "transmit context " << t << " completed " << done; }
     });
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
@@ -268,21 +268,22 @@ TEST_P(sep, one_thread_per_context_each_on_its_own_cq) {
           ssize_t p = fi_trecv(b->rx[r], &buf[posted], sizeof buf[0], nullptr, FI_ADDR_UNSPEC,
                                static_cast<uint64_t>(r), 0, &buf[posted]);
           if (p == 0) ++posted;
-          else if (p != -FI_EAGAIN) { ++failures; return; }
+          else if (p != -FI_EAGAIN) { ++failures; ADD_FAILURE() << "trecv " << r << ": " << p; return; }
         }
         fi_cq_tagged_entry e{};
         ssize_t n2 = fi_cq_read(b->rx_cq[r], &e, 1);
         if (n2 == -FI_EAGAIN) continue;
-        if (n2 != 1) { ++failures; return; }
+        if (n2 != 1) { ++failures; ADD_FAILURE() << "rx cq " << r << ": " << n2; return; }
         uint64_t v = *static_cast<uint64_t*>(e.op_context);
         if ((v >> 32) != uint64_t(r) || (v & 0xffffffff) >= msgs || seen[v & 0xffffffff]) {
           ++failures;
+          ADD_FAILURE() << "receive context " << r << " got " << std::hex << v;
           return;
         }
         seen[v & 0xffffffff] = true;
         ++got;
       }
-      if (got != msgs) ++failures;
+      if (got != msgs) { ++failures; ADD_FAILURE() << "receive context " << r << " got " << got; }
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);

@@ -134,9 +134,8 @@ fi_provider* weft_shm_provider() noexcept {
     fi_param_define(&provider(), "auto_handoff", FI_PARAM_BOOL,
                     "Under FI_THREAD_DOMAIN with automatic progress, let the application and "
                     "the progress thread take turns through one handoff per domain, which "
-                    "costs the application no atomic instruction (default: 0, a lock per "
-                    "object as under FI_THREAD_SAFE: threads on separate scalable-endpoint "
-                    "contexts may not take turns)");
+                    "costs the application thread it is biased to no atomic instruction "
+                    "(default: 1; 0: a lock per object, as under FI_THREAD_SAFE)");
     fi_param_define(&provider(), "dir", FI_PARAM_STRING,
                     "Directory of the shared-memory regions (default: /dev/shm)");
     int b = 1;

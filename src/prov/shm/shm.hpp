@@ -62,7 +62,7 @@ struct config {
   bool split_copy = true;   // 0: the receiver alone copies a large message (split.cpp)
   // FI_SHM_AUTO_HANDOFF: FI_THREAD_DOMAIN with automatic progress takes the
   // handoff policy (util/handoff.hpp); 0: a lock per object.
-  bool auto_handoff = false;  // off by default: see decisions ("the handoff and scalable endpoints")
+  bool auto_handoff = true;
   std::string dir = "/dev/shm";
 };
 const config& cfg() noexcept;

@@ -31,6 +31,14 @@ void slow_increment(volatile uint64_t& count) {
   count = v + 1;
 }
 
+// The same, whose section lasts about as long as a barrier (a few
+// microseconds), so that a thread let in early overlaps it.
+void slower_increment(volatile uint64_t& count) {
+  uint64_t v = count;
+  for (int i = 0; i < 100; ++i) weft::util::cpu_relax();
+  count = v + 1;
+}
+
 // Marks the calling thread as weft's own for its lifetime, as
 // progress_thread::run does.
 struct as_internal {
@@ -62,6 +70,85 @@ TEST(handoff, the_application_and_weft_threads_never_hold_it_at_once) {
   }
   for (auto& t : ts) t.join();
   EXPECT_EQ(count, uint64_t(app_rounds) + uint64_t(thread_rounds) * threads);
+}
+
+// Several application threads in one domain (threads on separate contexts
+// of a scalable endpoint, which weft allows under FI_THREAD_DOMAIN) are
+// excluded from each other as well as from weft threads: the light side is
+// one thread's, the others come in through the mutex, and the bias moves
+// and is finally dropped without a lost update. Many short rounds, each on
+// a new handoff, so that the bias's moves (its first few hundred entries)
+// are most of the run.
+TEST(handoff, several_application_threads_and_a_weft_thread_never_hold_it_at_once) {
+  if (!handoff::available(nullptr)) GTEST_SKIP() << "membarrier(2) is not usable here";
+  constexpr int app_threads = 3, app_rounds = 500, thread_rounds = 100, rounds = 40;
+  for (int round = 0; round < rounds; ++round) {
+    handoff h;
+    volatile uint64_t count = 0;
+    std::vector<std::thread> ts;
+    // All start together, so that the threads overlap.
+    std::atomic<int> ready{0};
+    auto gate = [&] {
+      ++ready;
+      while (ready < app_threads + 1) std::this_thread::yield();
+    };
+    ts.emplace_back([&] {
+      as_internal mark;
+      gate();
+      for (int i = 0; i < thread_rounds; ++i) {
+        h.enter();
+        slower_increment(count);
+        h.exit();
+      }
+    });
+    for (int t = 0; t < app_threads; ++t)
+      ts.emplace_back([&] {
+        gate();
+        for (int i = 0; i < app_rounds; ++i) {
+          h.enter();
+          h.enter();  // nested: only counts
+          slower_increment(count);
+          h.exit();
+          h.exit();
+        }
+      });
+    for (auto& t : ts) t.join();
+    ASSERT_EQ(count, uint64_t(app_rounds) * app_threads + uint64_t(thread_rounds)) << "round " << round;
+  }
+}
+
+// An application that hands the domain from one thread to the next (setup
+// on one, traffic on another), each while a weft thread comes and goes:
+// whoever has the light side, the exclusion holds.
+TEST(handoff, the_domain_passes_from_one_application_thread_to_the_next) {
+  if (!handoff::available(nullptr)) GTEST_SKIP() << "membarrier(2) is not usable here";
+  handoff h;
+  volatile uint64_t count = 0;
+  std::atomic<bool> stop{false};
+  uint64_t weft_rounds = 0;  // the weft thread's own: read after the join
+  std::thread weft([&] {
+    as_internal mark;
+    while (!stop) {
+      h.enter();
+      slower_increment(count);
+      h.exit();
+      ++weft_rounds;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));  // seldom, as progress threads
+    }
+  });
+  uint64_t mine = 0;
+  for (int phase = 0; phase < 24; ++phase)  // more phases than the bias may move (16)
+    std::thread([&] {
+      for (int i = 0; i < 2000; ++i) {
+        h.enter();
+        slower_increment(count);
+        ++mine;
+        h.exit();
+      }
+    }).join();
+  stop = true;
+  weft.join();
+  EXPECT_EQ(count, mine + weft_rounds);
 }
 
 TEST(handoff, nested_entries_only_count) {
