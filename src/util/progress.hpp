@@ -52,8 +52,10 @@ class progress_list {
     if constexpr (std::is_same_v<Lock, null_lock>) {
       run_hooks();
     } else if constexpr (std::is_same_v<Lock, handoff_lock>) {
-      // The application alone adds and removes hooks (binding, closing),
-      // and calls in one thread at a time: its runs need no lock. A weft
+      // The application alone adds and removes hooks (binding, closing,
+      // which FI_THREAD_DOMAIN keeps apart from its other calls on the
+      // object), and otherwise only reads the list: its runs need no lock,
+      // even from several threads (contexts of a scalable endpoint). A weft
       // thread's run (a triggered operation's counter read) only reads the
       // list, beside the application's runs, and excludes its changes.
       if (tl_internal_thread) [[unlikely]]

@@ -414,6 +414,20 @@ class srx {
 
   // Control path: before receives are posted, or between them.
   void set_cq(cq* c) noexcept { cq_ = c; }
+  bool directed() const noexcept { return directed_; }  // srx_attr::directed_recv
+  // The AV whose reported values name senders (srx_attr::av), given after
+  // construction: an application's shared context learns it from its first
+  // endpoint (srx_ctx::attach). Directed receives posted before it name
+  // their source as the application gave it, and are translated now.
+  template <class Lock>
+  void name_sources_by(const class av* a) noexcept {
+    [[maybe_unused]] auto g = guard<Lock>();
+    av_ = a;
+    if (!directed_ || !a) return;
+    for (rx_queue* q : {&posted_msg_, &posted_tag_})
+      for (fi_peer_rx_entry* e = q->front(); e && e != q->end(); e = e->next)
+        if (e->addr != FI_ADDR_UNSPEC) e->addr = report(e->addr);
+  }
   void set_min_multi_recv(size_t n) noexcept { min_multi_recv_ = n; }
   const fi_provider* provider() const noexcept { return prov_; }
 
@@ -508,6 +522,7 @@ class srx {
   // so an insert scans only while some may be waiting.
   size_t unknown_ = 0;
   std::vector<std::unique_ptr<face>> faces_;
+  fast_mutex faces_mutex_;  // add_peer's
 };
 
 }  // namespace weft::util

@@ -125,7 +125,7 @@ bool srx_ctx::is(const struct fid* f) noexcept {
   return is_class(f, FI_CLASS_SRX_CTX) && f->ops == &fid_thunks<srx_ctx, fid_ep>::table;
 }
 
-int srx_ctx::attach(cq* c, av* a) noexcept {
+int srx_ctx::attach(cq* c, av* a, bool names_by_av) noexcept {
   std::lock_guard g(ctl_);
   if (attached_ && av_.get() != a) {
     WEFT_WARN(prov_, FI_LOG_EP_CTRL,
@@ -135,6 +135,7 @@ int srx_ctx::attach(cq* c, av* a) noexcept {
   if (!attached_) {
     attached_ = true;
     av_.reset(a);
+    if (names_by_av) with_lock_kind(locks_, [&]<class L>() { engine_->name_sources_by<L>(a); });
   }
   if (c && !cq_) {
     cq_.reset(c);

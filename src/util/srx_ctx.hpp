@@ -45,8 +45,11 @@ class srx_ctx : public endpoint_object<srx_ctx> {
   // one's CQ takes the engine's own completions, and its AV is the one every
   // other bound endpoint must use (fi_endpoint(3): connectionless endpoints
   // sharing a receive context share their AV): -FI_EINVAL (logged) for
-  // another. Holds both until the context closes.
-  int attach(cq* c, av* a) noexcept;
+  // another. Holds both until the context closes. `names_by_av`: the
+  // endpoints name senders by the AV's reported values (lnx, whose cores
+  // report FI_AV_USER_ID ids), so directed receives are translated into
+  // that form (srx::name_sources_by); otherwise compared as given.
+  int attach(cq* c, av* a, bool names_by_av = false) noexcept;
 
   int close();
   ssize_t cancel(void* context);

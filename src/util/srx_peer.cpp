@@ -7,6 +7,8 @@
 #include "core/log.hpp"
 #include "util/nosys.hpp"
 
+#include <mutex>
+
 namespace weft::util {
 
 namespace {
@@ -129,6 +131,10 @@ fid_peer_srx* srx::add_peer(const fi_ops_srx_peer* ops, void* context) {
   }
   f->table.size = sizeof(fi_ops_srx_peer);
   s.peer_ops = &f->table;
+  // Faces are added on the control path, but an application's shared
+  // context gains some whenever an endpoint bound to it is enabled (lnx:
+  // one per core), maybe while another is being enabled.
+  std::lock_guard g{faces_mutex_};
   faces_.reserve(faces_.size() + 1);
   faces_.push_back(std::move(f));
   return faces_.back().get();

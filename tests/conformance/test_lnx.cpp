@@ -268,6 +268,84 @@ TEST_P(lnx, user_ids_name_senders_through_both_providers) {
   EXPECT_EQ(fi_close(&ids->fid), 0);
 }
 
+// An application's shared receive context (fi_srx_context) on lnx: two
+// endpoints bound to it take receives from its one queue whichever provider
+// carries the message, each completion on the CQ of the endpoint the message
+// arrived on, senders named by user id. A directed receive posted before any
+// endpoint is enabled names its sender by fi_addr, which the context learns
+// to compare with what the cores report (user ids) only then.
+TEST_P(lnx, a_shared_receive_context_serves_endpoints_through_both_providers) {
+  fi_av_attr aa{};
+  aa.type = FI_AV_TABLE;
+  aa.flags = FI_AV_USER_ID;
+  fid_av* ids = nullptr;
+  ASSERT_EQ(fi_av_open(domain, &aa, &ids, nullptr), 0);
+  fi_rx_attr ra{};
+  ra.caps = FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV;
+  fid_ep* ctx = nullptr;
+  ASSERT_EQ(fi_srx_context(domain, &ra, &ctx, nullptr), 0);
+  {
+    lnx_ep a, b, c;
+    open(a);
+    // a as the receivers' AV knows it: near (shm) 0x1111, far (tcp) 0x2222;
+    // fi_addrs 0 and 1.
+    std::vector<uint8_t> far_name = a.name;
+    far_name[host_byte] ^= 0x5a;
+    fi_addr_t ua[2] = {0x1111, 0x2222};
+    ASSERT_EQ(fi_av_insert(ids, a.name.data(), 1, &ua[0], FI_AV_USER_ID, nullptr), 1);
+    ASSERT_EQ(fi_av_insert(ids, far_name.data(), 1, &ua[1], FI_AV_USER_ID, nullptr), 1);
+    const fi_addr_t a_far = 1;
+    char directed[8] = {}, any[8] = {};
+    fi_context c_directed, c_any;
+    ASSERT_EQ(fi_trecv(ctx, directed, sizeof directed, nullptr, a_far, 5, 0, &c_directed), 0);
+    // Two endpoints on the context, each on its own CQ.
+    for (lnx_ep* e : {&b, &c}) {
+      fi_cq_attr ca{};
+      ca.format = FI_CQ_FORMAT_TAGGED;
+      ca.size = 64;
+      ASSERT_EQ(fi_cq_open(domain, &ca, &e->cq, nullptr), 0);
+      ASSERT_EQ(fi_endpoint(domain, info, &e->ep, nullptr), 0);
+      opened.push_back(e);
+      ASSERT_EQ(fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV), 0);
+      ASSERT_EQ(fi_ep_bind(e->ep, &ids->fid, 0), 0);
+      ASSERT_EQ(fi_ep_bind(e->ep, &ctx->fid, 0), 0);
+      ASSERT_EQ(fi_enable(e->ep), 0);
+      size_t len = addr_bytes;
+      e->name.resize(len);
+      ASSERT_EQ(fi_getname(&e->ep->fid, e->name.data(), &len), 0);
+    }
+    // Receives are the context's to post.
+    EXPECT_EQ(fi_trecv(b.ep, any, sizeof any, nullptr, FI_ADDR_UNSPEC, 5, 0, &c_any),
+              -FI_ENOSYS);
+    const fi_addr_t b_near = insert(b), c_far = insert(c, true);
+    // From a's near address, to b: not the directed receive's sender.
+    ASSERT_EQ(fi_tinject(a.ep, "near", 4, b_near, 5), 0);
+    // From a's far address (tcp), to c: its sender.
+    ASSERT_EQ(fi_tinject(a.ep, "far!", 4, c_far, 5), 0);
+    fi_cq_tagged_entry e{};
+    fi_addr_t src = FI_ADDR_NOTAVAIL;
+    ASSERT_TRUE(next(c.cq, e, &src));
+    EXPECT_EQ(e.op_context, &c_directed);
+    EXPECT_EQ(std::string(directed, 4), "far!");
+    EXPECT_EQ(src, 0x2222u);
+    // The near message waits in the context for a receive it matches.
+    ASSERT_EQ(fi_trecv(ctx, any, sizeof any, nullptr, FI_ADDR_UNSPEC, 5, 0, &c_any), 0);
+    ASSERT_TRUE(next(b.cq, e, &src));
+    EXPECT_EQ(e.op_context, &c_any);
+    EXPECT_EQ(std::string(any, 4), "near");
+    EXPECT_EQ(src, 0x1111u);
+    EXPECT_EQ(fi_cq_read(c.cq, &e, 1), -FI_EAGAIN);
+    // The endpoints hold the context, which holds the first one's CQ (for
+    // its own completions) and the AV: endpoints, context, then the rest.
+    for (lnx_ep* r : {&b, &c}) {
+      EXPECT_EQ(fi_close(&r->ep->fid), 0);
+      r->ep = nullptr;
+    }
+    EXPECT_EQ(fi_close(&ctx->fid), 0);
+  }
+  EXPECT_EQ(fi_close(&ids->fid), 0);
+}
+
 TEST_P(lnx, a_directed_receive_takes_only_its_sender_whichever_provider_carries_it) {
   lnx_ep a, b;
   open(a);

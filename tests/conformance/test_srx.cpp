@@ -22,7 +22,7 @@ namespace {
 // The providers that share receive contexts with applications today.
 bool offers_srx(const config& c) {
   return std::string(c.prov) == "shm" || std::string(c.prov) == "tcp" ||
-         (std::string(c.prov) == "udp" && c.ep_type == FI_EP_RDM);
+         std::string(c.prov) == "lnx" || (std::string(c.prov) == "udp" && c.ep_type == FI_EP_RDM);
 }
 
 class srx : public provider_test {

@@ -5,6 +5,8 @@
 // FI_PROVIDER=lnx does not hide the cores from lnx.
 #include <rdma/fi_domain.h>
 
+#include <algorithm>
+
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "core/registry.hpp"
@@ -40,6 +42,14 @@ int open_domain(util::fabric& fab, fi_info* info, fid_domain** out, void* contex
   });
 }
 
+// fi_srx_context: util's application context, whose engine lnx endpoints
+// bound to it match through (endpoint::enable). Not FI_PEER: lnx owns
+// receive contexts, it is no one's peer (util::open_srx_context refuses it).
+int open_srx(util::domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) {
+  return util::open_srx_context(dom, &provider(), attr, static_cast<domain&>(dom).rx_size(),
+                                nullptr, out, context);
+}
+
 int open_endpoint(util::domain& dom, fi_info* info, fid_ep** out, void* context) {
   return endpoint::open(static_cast<domain&>(dom), info, out, context);
 }
@@ -59,7 +69,7 @@ const util::domain_hooks domain_hooks = {
     .endpoint = open_endpoint,
     .codec = codec_for,
     .query_atomic = query_atomic,
-    .srx_ctx = nullptr,
+    .srx_ctx = open_srx,
     .scalable_ep = nullptr,
     .control_on_data_path = false,
     .mr_attach = mr_attach,
@@ -75,6 +85,15 @@ core_domain::~core_domain() {
 
 domain::domain(util::fabric& fab, const fi_info& info, void* context)
     : util::domain(fab, &lnx::domain_hooks, info, context) {}
+
+size_t domain::rx_size() const noexcept {
+  // What lnx advertises (init.cpp): the smallest of its cores'.
+  size_t n = 0;
+  for (const auto& c : cores_)
+    if (c->info && c->info->rx_attr && c->info->rx_attr->size)
+      n = n ? std::min(n, c->info->rx_attr->size) : c->info->rx_attr->size;
+  return n;
+}
 
 domain::~domain() {
   // The cores' domains go before their fabrics, the last link member first.

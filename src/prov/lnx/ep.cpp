@@ -111,11 +111,13 @@ endpoint::~endpoint() {
     if (c.srx) fi_close(&c.srx->fid);
     if (c.av) fi_close(&c.av->fid);
   }
-  if (engine_) {
+  // A shared context's engine is the context's: it outlives us (our
+  // reference in shared_), and our cores withdrew what they queued in it.
+  if (own_engine_) {
     if (locked_)
-      engine_->shutdown<util::mutex_lock>();
+      own_engine_->shutdown<util::mutex_lock>();
     else
-      engine_->shutdown<util::null_lock>();
+      own_engine_->shutdown<util::null_lock>();
   }
 }
 
@@ -200,11 +202,9 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
   // A shared transmit context is util's (checked and held by bound_): each
   // lnx endpoint keeps its own core endpoints, as every weft provider keeps
   // its own transmit machinery (util/stx_ctx.hpp). A shared receive context
-  // would need lnx's engine shared between endpoints: not yet.
-  if (bfid->fclass == FI_CLASS_SRX_CTX) {
-    WEFT_WARN(p, FI_LOG_EP_CTRL, "lnx endpoints share no receive contexts (yet)");
-    return to_fi(errc::nosys);
-  }
+  // is util's too (util::srx_ctx): its engine takes the place of the
+  // endpoint's own, and the cores match through faces of it (enable()).
+  if (bfid->fclass == FI_CLASS_SRX_CTX) return shared_.bind(p, *domain_, bfid, flags);
   util::progress_hook hook{&progress_thunk, this};
   if (int ret = bound_.bind(*domain_, bfid, flags, hook, -1)) return ret;
   if (bfid->fclass == FI_CLASS_CQ) return bind_cq(*util::cq::from(bfid), flags);
@@ -314,18 +314,34 @@ int endpoint::enable() {
   } catch (const std::bad_alloc&) {
     return to_fi(errc::nomem);
   }
-  util::srx_attr a;
-  a.prov = p;
-  a.rx_cq = bound_.rx_cq.get();
-  a.threading = locked_ ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
-  a.size = rx_size_;  // fi_endpoint(3): more posted receives are -FI_EAGAIN
-  a.prealloc = false;  // an idle endpoint costs little (its cores cost already)
-  a.min_multi_recv = min_multi_recv_;
-  a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
-  // Cores name senders by the lnx AV's reported values (routes), as
-  // completions do: a directed receive's fi_addr is turned into that form.
-  a.av = bound_.av_.get();
-  engine_ = std::make_unique<util::srx>(a);
+  if (util::srx_ctx* app = shared_.app()) {
+    // The cores name senders only when the endpoint asked for FI_SOURCE or
+    // FI_DIRECTED_RECV (open_cores): without, a context's directed receive
+    // would never match.
+    if (app->engine().directed() && !(caps_ & (FI_SOURCE | FI_DIRECTED_RECV))) {
+      WEFT_WARN(p, FI_LOG_EP_CTRL,
+                "fi_enable: the shared receive context takes directed receives, and the "
+                "endpoint was opened without FI_DIRECTED_RECV or FI_SOURCE");
+      return to_fi(errc::inval);
+    }
+    // Cores name senders by the lnx AV's reported values, as below.
+    if (int ret = app->attach(bound_.rx_cq.get(), bound_.av_.get(), true)) return ret;
+    engine_ = &app->engine();
+  } else {
+    util::srx_attr a;
+    a.prov = p;
+    a.rx_cq = bound_.rx_cq.get();
+    a.threading = locked_ ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
+    a.size = rx_size_;  // fi_endpoint(3): more posted receives are -FI_EAGAIN
+    a.prealloc = false;  // an idle endpoint costs little (its cores cost already)
+    a.min_multi_recv = min_multi_recv_;
+    a.directed_recv = (caps_ & FI_DIRECTED_RECV) != 0;
+    // Cores name senders by the lnx AV's reported values (routes), as
+    // completions do: a directed receive's fi_addr is turned into that form.
+    a.av = bound_.av_.get();
+    own_engine_ = std::make_unique<util::srx>(a);
+    engine_ = own_engine_.get();
+  }
   for (core_ep& c : cores_) {
     c.face = engine_->add_peer(nullptr, this);
     c.srx_ctx = {sizeof(fi_peer_srx_context), c.face};
@@ -363,10 +379,11 @@ int endpoint::enable() {
     else
       every_.push_back(c.cqs.front());
   }
-  msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>()
-                                        : msg_table<util::null_lock>());
-  tagged = const_cast<fi_ops_tagged*>(locked_ ? tagged_table<util::mutex_lock>()
-                                              : tagged_table<util::null_lock>());
+  const bool shared_rx = shared_.bound();
+  msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>(shared_rx)
+                                        : msg_table<util::null_lock>(shared_rx));
+  tagged = const_cast<fi_ops_tagged*>(locked_ ? tagged_table<util::mutex_lock>(shared_rx)
+                                              : tagged_table<util::null_lock>(shared_rx));
   if (caps_ & FI_RMA) rma = const_cast<fi_ops_rma*>(rma_table(true));
   if (caps_ & FI_ATOMIC) atomic = const_cast<fi_ops_atomic*>(atomic_table(true));
   enabled_ = true;
@@ -563,22 +580,24 @@ void endpoint::resync(bool inserted_only) noexcept {
 // ---- the rest of the endpoint ---------------------------------------------------
 
 ssize_t endpoint::cancel(void* context) {
-  if (!engine_) return to_fi(errc::noent);
-  return locked_ ? engine_->cancel<util::mutex_lock>(context)
-                 : engine_->cancel<util::null_lock>(context);
+  // Under a shared receive context the receives are the context's to cancel.
+  if (!own_engine_) return to_fi(errc::noent);
+  return locked_ ? own_engine_->cancel<util::mutex_lock>(context)
+                 : own_engine_->cancel<util::null_lock>(context);
 }
 
 int endpoint::setopt(int level, int name, const void* val, size_t len) {
   int ret = endpoint_object::setopt(level, name, val, len);
-  if (ret == 0 && name == FI_OPT_MIN_MULTI_RECV && engine_)
-    engine_->set_min_multi_recv(min_multi_recv_);
+  if (ret == 0 && name == FI_OPT_MIN_MULTI_RECV && own_engine_)
+    own_engine_->set_min_multi_recv(min_multi_recv_);
   return ret;
 }
 
 ssize_t endpoint::rx_size_left() {
   if (!enabled_) return to_fi(errc::opbadstate);
-  return locked_ ? engine_->rx_size_left<util::mutex_lock>()
-                 : engine_->rx_size_left<util::null_lock>();
+  if (!own_engine_) return to_fi(errc::nosys);  // receives are the shared context's
+  return locked_ ? own_engine_->rx_size_left<util::mutex_lock>()
+                 : own_engine_->rx_size_left<util::null_lock>();
 }
 
 ssize_t endpoint::tx_size_left() {

@@ -38,6 +38,7 @@
 #include "prov/lnx/lnx.hpp"
 #include "util/cntr.hpp"
 #include "util/cq.hpp"
+#include "util/srx_binding.hpp"
 #include "util/endpoint.hpp"
 #include "util/fast_mutex.hpp"
 #include "util/srx.hpp"
@@ -197,9 +198,9 @@ class endpoint : public util::endpoint_object<endpoint> {
   static const fi_ops_rma* rma_table(bool enabled) noexcept;
   static const fi_ops_atomic* atomic_table(bool enabled) noexcept;
   template <class Lock>
-  static const fi_ops_msg* msg_table() noexcept;
+  static const fi_ops_msg* msg_table(bool shared_rx) noexcept;
   template <class Lock>
-  static const fi_ops_tagged* tagged_table() noexcept;
+  static const fi_ops_tagged* tagged_table(bool shared_rx) noexcept;
 
  private:
   int open_cores(const fi_info& info);
@@ -225,7 +226,12 @@ class endpoint : public util::endpoint_object<endpoint> {
   const bool locked_;
   bool enabled_ = false;
   util::ep_bindings bound_;
-  std::unique_ptr<util::srx> engine_;
+  // The engine the cores match through (set at fi_enable): the endpoint's
+  // own, or the one of the application's shared receive context it is
+  // bound to (util::srx_ctx), whose receives are posted on the context.
+  util::srx* engine_ = nullptr;
+  std::unique_ptr<util::srx> own_engine_;
+  util::srx_binding shared_;
   std::vector<core_ep> cores_;
   std::vector<std::unique_ptr<cq_owner>> cq_owners_;
   std::vector<std::unique_ptr<cntr_owner>> cntr_owners_;

@@ -176,6 +176,7 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   d.max_ep_tx_ctx = 1;
   d.max_ep_rx_ctx = 1;
   d.max_ep_stx_ctx = ep_cnt;  // util's shared transmit context (util/stx_ctx.hpp)
+  d.max_ep_srx_ctx = ep_cnt;  // util's shared receive context (util/srx_ctx.hpp)
   d.cntr_cnt = cntr_cnt;
   d.mr_iov_limit = mr_iov;
   d.mr_cnt = mr_cnt;

@@ -100,6 +100,9 @@ class domain : public util::domain {
   // Opens the cores of the link info names; 0 or -FI_E*.
   int open_cores(const fi_info& info) noexcept;
   std::vector<std::unique_ptr<core_domain>>& cores() noexcept { return cores_; }
+  // A shared receive context's depth when fi_srx_context asks for none:
+  // the endpoints' (the smallest of the cores').
+  size_t rx_size() const noexcept;
 
  private:
   std::vector<std::unique_ptr<core_domain>> cores_;

@@ -8,6 +8,7 @@
 
 #include "core/log.hpp"
 #include "prov/lnx/pass.hpp"
+#include "util/srx_port.hpp"
 
 namespace weft::lnx {
 
@@ -176,17 +177,23 @@ struct lnx_ops {
 
 }  // namespace
 
+// Under an application's shared receive context the receive slots answer
+// -FI_ENOSYS: receives are posted on the context (util/srx_port.hpp).
 template <class Lock>
-const fi_ops_msg* endpoint::msg_table() noexcept {
-  return &lnx_ops<Lock>::msg;
+using shared_lnx_ops =
+    util::shared_rx_tables<lnx_ops<Lock>::msg, lnx_ops<Lock>::tagged, provider>;
+
+template <class Lock>
+const fi_ops_msg* endpoint::msg_table(bool shared_rx) noexcept {
+  return shared_rx ? &shared_lnx_ops<Lock>::msg : &lnx_ops<Lock>::msg;
 }
 template <class Lock>
-const fi_ops_tagged* endpoint::tagged_table() noexcept {
-  return &lnx_ops<Lock>::tagged;
+const fi_ops_tagged* endpoint::tagged_table(bool shared_rx) noexcept {
+  return shared_rx ? &shared_lnx_ops<Lock>::tagged : &lnx_ops<Lock>::tagged;
 }
-template const fi_ops_msg* endpoint::msg_table<util::null_lock>() noexcept;
-template const fi_ops_msg* endpoint::msg_table<util::mutex_lock>() noexcept;
-template const fi_ops_tagged* endpoint::tagged_table<util::null_lock>() noexcept;
-template const fi_ops_tagged* endpoint::tagged_table<util::mutex_lock>() noexcept;
+template const fi_ops_msg* endpoint::msg_table<util::null_lock>(bool) noexcept;
+template const fi_ops_msg* endpoint::msg_table<util::mutex_lock>(bool) noexcept;
+template const fi_ops_tagged* endpoint::tagged_table<util::null_lock>(bool) noexcept;
+template const fi_ops_tagged* endpoint::tagged_table<util::mutex_lock>(bool) noexcept;
 
 }  // namespace weft::lnx
