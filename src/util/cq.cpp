@@ -135,6 +135,28 @@ struct peer_cq_ops {
   };
 };
 
+// cq_forward's owner_ops (cq.hpp): what a peer CQ that is not util's (a
+// foreign provider's) calls; util's own take the short way (forward_to).
+template <class Lock>
+struct forward_owner_ops {
+  static ssize_t write(fid_peer_cq* c, void* ctx, uint64_t flags, size_t len, void* buf,
+                       uint64_t data, uint64_t tag, fi_addr_t src) noexcept {
+    auto* f = static_cast<cq_forward*>(c);
+    if (f->target->write<Lock>({ctx, flags, len, buf, data, tag, src, 0})) return 0;
+    f->refused->store(true, std::memory_order_relaxed);
+    return to_fi(errc::again);
+  }
+  static ssize_t writeerr(fid_peer_cq* c, const fi_cq_err_entry* e) noexcept {
+    auto* f = static_cast<cq_forward*>(c);
+    if (f->target->write_error<Lock>(*e)) return 0;
+    f->refused->store(true, std::memory_order_relaxed);
+    return to_fi(errc::again);
+  }
+  static constexpr fi_ops_cq_owner table = {sizeof(fi_ops_cq_owner), write, writeerr};
+  // Straight into the target, for a util peer CQ (cq::write_diverted).
+  static bool write_entry(cq& target, const cq_entry& e) noexcept { return target.write<Lock>(e); }
+};
+
 // The owner's fid_peer_cq from fi_cq_open's context, or null (logged) when
 // the context does not describe one.
 fid_peer_cq* peer_owner(const fi_provider* prov, void* context) noexcept {
@@ -230,7 +252,10 @@ int cq::open(domain& dom, fi_cq_attr* attr, fid_cq** out, void* context) noexcep
       c->signal_on_write_.fetch_add(1, std::memory_order_relaxed);
     }
     c->owner_ = owner;
-    if (owner) c->divert_.fetch_or(to_owner, std::memory_order_relaxed);
+    if (owner) {
+      c->forward_to(*owner);
+      c->divert_.fetch_or(to_owner, std::memory_order_relaxed);
+    }
     c->ops = const_cast<fi_ops_cq*>(
         with_lock_kind(dom.locks(), [&]<class Lock>() -> const fi_ops_cq* {
           return owner ? &peer_cq_ops<Lock>::table : ops_for<Lock>(a.format);
@@ -470,14 +495,19 @@ bool cq::write_diverted(const cq_entry& e, uint32_t d) noexcept {
     // has it, so an empty ring means nothing is on its way.
     [[maybe_unused]] auto g = guard<Lock>();
     if (head_ == tail_) {
-      ssize_t rc = owner_->owner_ops->write(owner_, e.op_context, e.flags, e.len, e.buf, e.data,
-                                            e.tag, e.src);
-      if (rc != to_fi(errc::again)) {
-        if (rc < 0)
-          WEFT_WARN(domain_->provider(), FI_LOG_CQ,
-                    "the owner CQ refused a completion of %p: %s", e.op_context,
-                    fi_strerror(static_cast<int>(-rc)));
-        return true;
+      if (fwd_write_) {
+        if (fwd_write_(*fwd_target_, e)) return true;
+        fwd_refused_->store(true, std::memory_order_relaxed);  // full: queued below
+      } else {
+        ssize_t rc = owner_->owner_ops->write(owner_, e.op_context, e.flags, e.len, e.buf,
+                                              e.data, e.tag, e.src);
+        if (rc != to_fi(errc::again)) {
+          if (rc < 0)
+            WEFT_WARN(domain_->provider(), FI_LOG_CQ,
+                      "the owner CQ refused a completion of %p: %s", e.op_context,
+                      fi_strerror(static_cast<int>(-rc)));
+          return true;
+        }
       }
     }
     if (tail_ - head_ > mask_) return false;
@@ -558,6 +588,27 @@ int cq::control(int command, void* arg) {
   if (ret == 0 && command == FI_GETWAIT && !fd_exported_.exchange(true))
     signal_on_write_.fetch_add(1, std::memory_order_acq_rel);
   return ret;
+}
+
+template <class Lock>
+fi_ops_cq_owner* cq_forward::forward_ops() noexcept {
+  return const_cast<fi_ops_cq_owner*>(&forward_owner_ops<Lock>::table);
+}
+template fi_ops_cq_owner* cq_forward::forward_ops<null_lock>() noexcept;
+template fi_ops_cq_owner* cq_forward::forward_ops<mutex_lock>() noexcept;
+template fi_ops_cq_owner* cq_forward::forward_ops<handoff_lock>() noexcept;
+
+void cq::forward_to(fid_peer_cq& owner) noexcept {
+  auto take = [&]<class Lock>() {
+    if (owner.owner_ops != cq_forward::forward_ops<Lock>()) return;
+    auto& f = static_cast<cq_forward&>(owner);
+    fwd_target_ = f.target;
+    fwd_refused_ = f.refused;
+    fwd_write_ = &forward_owner_ops<Lock>::write_entry;
+  };
+  take.template operator()<null_lock>();
+  take.template operator()<mutex_lock>();
+  take.template operator()<handoff_lock>();
 }
 
 }  // namespace weft::util

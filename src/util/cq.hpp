@@ -13,7 +13,8 @@
 // any CQ; the write takes the branch it already has for rare cases (the
 // `divert_` word, which also carries trigger claims) and hands the completion
 // straight to the owner's fid_peer_cq (owner_ops->write / writeerr): one
-// write into the owner, no copy here. Only when the owner answers -FI_EAGAIN
+// write into the owner, no copy here (an owner that is util's own,
+// cq_forward, is written into directly, below). Only when the owner answers -FI_EAGAIN
 // (its CQ is full) does the completion wait in this CQ's ring, and every
 // later one behind it, so the owner sees them in order; the owner's
 // fi_cq_read(cq, NULL, 0), which drives progress, hands them over. A full
@@ -157,6 +158,8 @@ class cq : public fid_object<cq, fid_cq> {
       return std::unique_lock<fast_mutex>{mutex_};
   }
   struct null_guard {};
+  // FI_PEER, at open: an owner that is a cq_forward is written straight into.
+  void forward_to(fid_peer_cq& owner) noexcept;
 
   bool push_error(const fi_cq_err_entry& e) noexcept;
   // Hands queued completions to the owner, oldest first, until the ring is
@@ -209,10 +212,31 @@ class cq : public fid_object<cq, fid_cq> {
   std::atomic<bool> signaled_{false};
   mutex_cond export_cond_;  // FI_WAIT_MUTEX_COND: recursive, see wait.hpp
   fid_peer_cq* owner_ = nullptr;  // FI_PEER: where completions go
+  // FI_PEER with an owner that is util's own (cq_forward): its CQ, written
+  // through the owner's lock policy, and the flag a refusal sets.
+  cq* fwd_target_ = nullptr;
+  bool (*fwd_write_)(cq& target, const cq_entry& e) noexcept = nullptr;
+  std::atomic<bool>* fwd_refused_ = nullptr;
   std::mutex flush_mutex_;        // one flusher at a time keeps the owner's order
   wait_set_binding wait_set_;  // FI_WAIT_SET
   friend wait_member cq_wait_member(struct fid* f) noexcept;
   poll_links poll_links_;  // last: leaves every poll set first
+};
+
+// An owner CQ that is util's own: lnx's, over its cores' peer CQs. A
+// fid_peer_cq whose owner_ops is forward_ops<Lock>() (Lock: the target's
+// policy) writes into `target`, and sets `refused` when it is full (the
+// owner then reads every peer CQ until none holds a completion back). A
+// peer CQ of util whose owner is one writes each completion straight into
+// the target (cq::write_diverted): one call with the entry as it is,
+// instead of owner_ops->write's eight arguments and the entry rebuilt on
+// the other side. Any other owner gets owner_ops, as fi_peer(3) says.
+struct cq_forward : fid_peer_cq {
+  cq* target = nullptr;
+  std::atomic<bool>* refused = nullptr;
+  fi_peer_cq_context ctx{sizeof(fi_peer_cq_context), nullptr};  // ctx.cq: this
+  template <class Lock>
+  static fi_ops_cq_owner* forward_ops() noexcept;
 };
 
 }  // namespace weft::util

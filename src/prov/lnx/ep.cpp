@@ -21,24 +21,6 @@ namespace weft::lnx {
 
 namespace {
 
-template <class Lock>
-struct owner_ops {
-  static ssize_t write(fid_peer_cq* c, void* ctx, uint64_t flags, size_t len, void* buf,
-                       uint64_t data, uint64_t tag, fi_addr_t src) noexcept {
-    auto* o = static_cast<cq_owner*>(c);
-    if (o->target->write<Lock>({ctx, flags, len, buf, data, tag, src, 0})) return 0;
-    o->refused->store(true, std::memory_order_relaxed);
-    return to_fi(errc::again);
-  }
-  static ssize_t writeerr(fid_peer_cq* c, const fi_cq_err_entry* e) noexcept {
-    auto* o = static_cast<cq_owner*>(c);
-    if (o->target->write_error<Lock>(*e)) return 0;
-    o->refused->store(true, std::memory_order_relaxed);
-    return to_fi(errc::again);
-  }
-  static constexpr fi_ops_cq_owner cq = {sizeof(fi_ops_cq_owner), write, writeerr};
-};
-
 void cntr_inc(fid_peer_cntr* c) noexcept {
   static_cast<cntr_owner*>(c)->target->inc();
 }
@@ -215,8 +197,8 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
 int endpoint::bind_cq(util::cq& q, uint64_t flags) {
   auto owner = std::make_unique<cq_owner>();
   owner->fid.fclass = FI_CLASS_PEER_CQ;
-  owner->owner_ops = const_cast<fi_ops_cq_owner*>(locked_ ? &owner_ops<util::mutex_lock>::cq
-                                                          : &owner_ops<util::null_lock>::cq);
+  owner->owner_ops = locked_ ? util::cq_forward::forward_ops<util::mutex_lock>()
+                             : util::cq_forward::forward_ops<util::null_lock>();
   owner->target = &q;
   owner->refused = &backlog_;
   owner->ctx.cq = owner.get();
@@ -310,7 +292,7 @@ int endpoint::enable() {
   }
   if (int ret = bound_.check_enable(p, FI_EP_RDM, caps_)) return ret;
   try {
-    every_.reserve(cores_.size());  // progress()'s fast path, filled below
+    every_.reserve(cores_.size());  // progress_thunk's fast path, filled below
   } catch (const std::bad_alloc&) {
     return to_fi(errc::nomem);
   }
@@ -368,7 +350,7 @@ int endpoint::enable() {
   bound_.av_->watch(this, &av_changed);
   watching_ = true;
   resync(false);
-  // progress()'s fast path: one peer CQ per every_read core (any of a
+  // progress_thunk's fast path: one peer CQ per every_read core (any of a
   // core's peer CQs drives its endpoint). Bindings made later add nothing
   // it needs for that.
   every_complete_ = true;
@@ -379,6 +361,7 @@ int endpoint::enable() {
     else
       every_.push_back(c.cqs.front());
   }
+  every_one_ = every_.size() == 1 ? every_.front() : nullptr;
   const bool shared_rx = shared_.bound();
   msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>(shared_rx)
                                         : msg_table<util::null_lock>(shared_rx));
@@ -391,19 +374,24 @@ int endpoint::enable() {
 }
 
 void endpoint::progress_thunk(void* obj) noexcept {
-  static_cast<endpoint*>(obj)->progress();
-}
-
-void endpoint::progress() noexcept {
   // Reading a peer CQ or counter drives its core's progress; the core
   // writes what it completes straight into the lnx CQs and counters. One
   // read per core is enough (each of a core's peer CQs and counters drives
   // the same endpoint), except when a completion waits in a peer CQ for
   // room in a full lnx CQ: only reading that peer CQ hands it over.
-  const uint64_t n = reads_.load(std::memory_order_relaxed) + 1;
-  reads_.store(n, std::memory_order_relaxed);
-  if (n >= others_at_.load(std::memory_order_relaxed) || backlog_.load(std::memory_order_relaxed))
-      [[unlikely]] {
+  auto* ep = static_cast<endpoint*>(obj);
+  const uint64_t n = ep->reads_.load(std::memory_order_relaxed) + 1;
+  ep->reads_.store(n, std::memory_order_relaxed);
+  fid_cq* const one = ep->every_one_;
+  if (n >= ep->others_at_.load(std::memory_order_relaxed) ||
+      ep->backlog_.load(std::memory_order_relaxed) || !one) [[unlikely]]
+    return ep->progress(n);
+  // The usual link, one shm-like core: its read is the last call, a jump.
+  one->ops->read(one, nullptr, 0);
+}
+
+void endpoint::progress(uint64_t n) noexcept {
+  if (n >= others_at_.load(std::memory_order_relaxed) || backlog_.load(std::memory_order_relaxed)) {
     progress_all(n);
     return;
   }

@@ -101,12 +101,10 @@ class route_table {
 
 class endpoint;
 
-// The owner side of a core's peer CQ: what the core writes lands in the lnx CQ.
-struct cq_owner : fid_peer_cq {
-  util::cq* target = nullptr;
-  std::atomic<bool>* refused = nullptr;  // set when the lnx CQ was full (endpoint::backlog_)
-  fi_peer_cq_context ctx{sizeof(fi_peer_cq_context), nullptr};
-};
+// The owner side of a core's peer CQ: what the core writes lands in the lnx
+// CQ (util's forwarding owner: a core that is weft's writes straight into
+// it); `refused` is endpoint::backlog_.
+using cq_owner = util::cq_forward;
 // ... and of a core's peer counter.
 struct cntr_owner : fid_peer_cntr {
   util::cntr* target = nullptr;
@@ -161,6 +159,25 @@ class endpoint : public util::endpoint_object<endpoint> {
     if (!r) [[unlikely]]
       r = resolve_on_send(dest);
     if (!r) return false;
+    take(r, ep, addr);
+    return true;
+  }
+  // route() and fits() when both answer at once with no call: a route made
+  // already and a size within the limits. false leaves the transmit to its
+  // slow form (pass.hpp, quick), which asks them again and logs.
+  WEFT_ALWAYS_INLINE bool quick_route(fi_addr_t dest, size_t bytes, bool inject, fid_ep*& ep,
+                                      fi_addr_t& addr) noexcept {
+    if (bytes > (inject ? inject_size_ : max_msg_)) [[unlikely]]
+      return false;
+    const uint64_t r = routes_.get(dest);
+    if (!r) [[unlikely]]
+      return false;
+    take(r, ep, addr);
+    return true;
+  }
+  // The core endpoint and fi_addr of route `r`; a transmit on a core that is
+  // driven only while hot makes it hot.
+  WEFT_ALWAYS_INLINE void take(uint64_t r, fid_ep*& ep, fi_addr_t& addr) noexcept {
     core_ep& c = cores_[route_table::core_of(r)];
     ep = c.ep;
     addr = route_table::addr_of(r);
@@ -169,7 +186,6 @@ class endpoint : public util::endpoint_object<endpoint> {
           .store(reads_.load(std::memory_order_relaxed) + hot_reads, std::memory_order_relaxed);
       others_at_.store(0, std::memory_order_relaxed);  // progress_all from the next read on
     }
-    return true;
   }
   util::srx& engine() noexcept { return *engine_; }
   // The limits lnx advertises (the smallest of its cores'), which it
@@ -209,7 +225,8 @@ class endpoint : public util::endpoint_object<endpoint> {
   int bind_cq(util::cq& c, uint64_t flags);
   int bind_cntr(util::cntr& c, uint64_t flags);
   static void progress_thunk(void* obj) noexcept;
-  void progress() noexcept;
+  // progress_thunk's rest: the full schedule, or several every_read cores.
+  [[gnu::noinline]] void progress(uint64_t n) noexcept;
   static void av_changed(void* obj, bool inserted_only) noexcept;
   // Under ctl_: the route of fi_addr a, made now (0 when it cannot be).
   uint64_t resolve(fi_addr_t a) noexcept;
@@ -236,7 +253,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   std::vector<std::unique_ptr<cq_owner>> cq_owners_;
   std::vector<std::unique_ptr<cntr_owner>> cntr_owners_;
   route_table routes_;
-  // Progress schedule (progress()). shm's progress is a few loads when idle;
+  // Progress schedule (progress_thunk). shm's progress is a few loads when idle;
   // tcp's polls its sockets, a system call, so it runs on every read only
   // while something was posted on it lately, and else on one read in
   // idle_stride: a message arriving on an idle tcp core waits at most that
@@ -244,7 +261,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   static constexpr uint64_t hot_reads = 1u << 14;
   static constexpr uint64_t idle_stride = 64;
   std::atomic<uint64_t> reads_{0};
-  // The schedule's fast path: the read count from which progress() takes
+  // The schedule's fast path: the read count from which progress_thunk takes
   // the full schedule (progress_all: hot or striding cores, a backlog), and
   // until then the one peer CQ read per every_read core it makes instead
   // (every_, set at fi_enable; 0 before it, and when an every_read core has
@@ -254,6 +271,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   // read at the next stride, idle_stride reads later at most.)
   std::atomic<uint64_t> others_at_{0};
   std::vector<fid_cq*> every_;
+  fid_cq* every_one_ = nullptr;  // every_'s only entry, when it has one
   bool every_complete_ = false;
   void progress_all(uint64_t n) noexcept;
   // A core's completion met a full lnx CQ and waits in its peer CQ: every

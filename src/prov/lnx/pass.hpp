@@ -56,6 +56,16 @@ WEFT_ALWAYS_INLINE ssize_t via_sized(fid_ep* e, fi_addr_t dest, size_t bytes, bo
     return to_fi(errc::msgsize);
   return via(e, dest, f);
 }
+// The fast path of a single-buffer transmit: the core endpoint and fi_addr
+// when the route is made and the size within the limits, with no call on
+// the way (endpoint::quick_route). Its op then ends in the core's call, and
+// otherwise in a call of its slow twin with its own arguments (via_sized):
+// both tail calls, so the op saves no registers.
+WEFT_ALWAYS_INLINE bool quick(fid_ep* e, fi_addr_t dest, size_t bytes, bool inject, fid_ep*& c,
+                              fi_addr_t& a) noexcept {
+  return endpoint::from(e)->quick_route(dest, bytes, inject, c, a);
+}
+
 // The bytes of an iovec list (a null list counts none: the core refuses it).
 inline size_t total(const iovec* iov, size_t count) noexcept {
   return iov ? util::iov_total(iov, count) : 0;

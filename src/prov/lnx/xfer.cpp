@@ -24,8 +24,18 @@ struct lnx_ops {
   static endpoint* self(fid_ep* e) noexcept { return endpoint::from(e); }
 
   // ---- sends: passed through ----
-  static ssize_t send(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest,
+  // (The single-buffer forms take pass.hpp's quick path, each with a slow
+  // twin for a route not made yet or a size beyond the limits.)
+  static ssize_t send(fid_ep* e, const void* buf, size_t len, void* desc, fi_addr_t dest,
                       void* ctx) noexcept {
+    fid_ep* c;
+    fi_addr_t a;
+    if (quick(e, dest, len, false, c, a)) [[likely]]
+      return fi_send(c, buf, len, nullptr, a, ctx);
+    return send_slow(e, buf, len, desc, dest, ctx);
+  }
+  [[gnu::noinline]] static ssize_t send_slow(fid_ep* e, const void* buf, size_t len, void*,
+                                             fi_addr_t dest, void* ctx) noexcept {
     return via_sized(e, dest, len, false,
                      [&](fid_ep* c, fi_addr_t a) { return fi_send(c, buf, len, nullptr, a, ctx); });
   }
@@ -50,6 +60,14 @@ struct lnx_ops {
     });
   }
   static ssize_t inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest) noexcept {
+    fid_ep* c;
+    fi_addr_t a;
+    if (quick(e, dest, len, true, c, a)) [[likely]]
+      return fi_inject(c, buf, len, a);
+    return inject_slow(e, buf, len, dest);
+  }
+  [[gnu::noinline]] static ssize_t inject_slow(fid_ep* e, const void* buf, size_t len,
+                                               fi_addr_t dest) noexcept {
     return via_sized(e, dest, len, true,
                      [&](fid_ep* c, fi_addr_t a) { return fi_inject(c, buf, len, a); });
   }
@@ -64,8 +82,16 @@ struct lnx_ops {
     return via_sized(e, dest, len, true,
                      [&](fid_ep* c, fi_addr_t a) { return fi_injectdata(c, buf, len, data, a); });
   }
-  static ssize_t tsend(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t tag,
-                       void* ctx) noexcept {
+  static ssize_t tsend(fid_ep* e, const void* buf, size_t len, void* desc, fi_addr_t dest,
+                       uint64_t tag, void* ctx) noexcept {
+    fid_ep* c;
+    fi_addr_t a;
+    if (quick(e, dest, len, false, c, a)) [[likely]]
+      return fi_tsend(c, buf, len, nullptr, a, tag, ctx);
+    return tsend_slow(e, buf, len, desc, dest, tag, ctx);
+  }
+  [[gnu::noinline]] static ssize_t tsend_slow(fid_ep* e, const void* buf, size_t len, void*,
+                                              fi_addr_t dest, uint64_t tag, void* ctx) noexcept {
     return via_sized(e, dest, len, false, [&](fid_ep* c, fi_addr_t a) {
       return fi_tsend(c, buf, len, nullptr, a, tag, ctx);
     });
@@ -92,6 +118,14 @@ struct lnx_ops {
   }
   static ssize_t tinject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest,
                          uint64_t tag) noexcept {
+    fid_ep* c;
+    fi_addr_t a;
+    if (quick(e, dest, len, true, c, a)) [[likely]]
+      return fi_tinject(c, buf, len, a, tag);
+    return tinject_slow(e, buf, len, dest, tag);
+  }
+  [[gnu::noinline]] static ssize_t tinject_slow(fid_ep* e, const void* buf, size_t len,
+                                                fi_addr_t dest, uint64_t tag) noexcept {
     return via_sized(e, dest, len, true,
                      [&](fid_ep* c, fi_addr_t a) { return fi_tinject(c, buf, len, a, tag); });
   }

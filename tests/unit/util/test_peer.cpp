@@ -7,6 +7,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/providers/fi_peer.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -240,6 +241,46 @@ TEST_P(peer_test, cq_owner_backpressure_loses_nothing) {
   EXPECT_EQ(fi_cq_read(c, nullptr, 0), 0);
   ASSERT_EQ(o.got.size(), 7u);
   for (int i = 0; i < 7; ++i) EXPECT_EQ(o.got[i].context, &ctx[i]) << i;
+}
+
+// An owner that is util's own CQ (cq_forward, as lnx's are): completions go
+// straight into it; once it is full the owner is told (refused) and the
+// rest wait in the peer CQ, in order, until a read hands them over.
+TEST_P(peer_test, cq_an_owner_of_util_is_written_straight_into_and_holds_back_in_order) {
+  fi_cq_attr ta{};
+  ta.format = FI_CQ_FORMAT_TAGGED;
+  ta.size = 2;
+  fid_cq* target = nullptr;
+  ASSERT_EQ(fi_cq_open(dom_, &ta, &target, nullptr), 0);
+  std::atomic<bool> refused{false};
+  cq_forward fwd;
+  fwd.fid.fclass = FI_CLASS_PEER_CQ;
+  fwd.owner_ops = with_lock_kind(dom_->locks(), []<class L>() { return cq_forward::forward_ops<L>(); });
+  fwd.target = cq::from(target);
+  fwd.refused = &refused;
+  fwd.ctx.cq = &fwd;
+  fi_cq_attr a{};
+  a.format = FI_CQ_FORMAT_TAGGED;
+  a.size = 8;
+  a.flags = FI_PEER;
+  fid_cq* c = nullptr;
+  ASSERT_EQ(fi_cq_open(dom_, &a, &c, &fwd.ctx), 0);
+  int ctx[4];
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(write(c, {&ctx[i], FI_RECV | FI_TAGGED, 1, nullptr, 0, uint64_t(i), 7, 0})) << i;
+  EXPECT_TRUE(refused.load()) << "the owner was full at the third";
+  fi_cq_tagged_entry got[4];
+  ASSERT_EQ(fi_cq_read(target, got, 4), 2);
+  EXPECT_EQ(got[0].op_context, &ctx[0]);
+  EXPECT_EQ(got[1].op_context, &ctx[1]);
+  EXPECT_EQ(got[1].tag, 1u);
+  EXPECT_EQ(fi_cq_read(c, nullptr, 0), 0);  // hands the waiting two over
+  ASSERT_EQ(fi_cq_read(target, got, 4), 2);
+  EXPECT_EQ(got[0].op_context, &ctx[2]);
+  EXPECT_EQ(got[1].op_context, &ctx[3]);
+  EXPECT_EQ(got[1].tag, 3u);
+  EXPECT_EQ(fi_close(&c->fid), 0);
+  EXPECT_EQ(fi_close(&target->fid), 0);
 }
 
 // Progress runs first: what a bound endpoint completes during the owner's
