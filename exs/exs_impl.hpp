@@ -133,6 +133,9 @@ struct sock {
   sockaddr_storage local{}, peer{};
   socklen_t local_len = 0, peer_len = 0;
   bool bound_explicitly = false;
+  // The provider names its passive endpoint only once it listens (it binds
+  // at fi_listen): `local` holds the address asked for until then.
+  bool name_at_listen = false;
 
   // listening
   int backlog = 16;

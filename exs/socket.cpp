@@ -152,6 +152,15 @@ int do_bind(sock* s, const sockaddr* a) {
   }
   size_t n = sizeof s->local;
   r = fi_getname(&s->pep->fid, &s->local, &n);
+  if (r == -FI_EOPBADSTATE) {
+    // A provider that binds a passive endpoint at fi_listen (libfabric's
+    // sockets provider): the address asked for stands until exs_listen,
+    // which reads the real one; exs_getsockname shows port 0 till then.
+    n = addr_len(s->family);
+    std::memcpy(&s->local, a, n);
+    s->name_at_listen = true;
+    r = 0;
+  }
   if (r) {
     lib().fid_ids.erase(&s->pep->fid);
     fi_close(&s->pep->fid);
@@ -368,6 +377,13 @@ EXS_API int exs_listen(int fd, int backlog) {
   if (!r) r = fi_control(&s->pep->fid, FI_BACKLOG, &s->backlog);
   if (!r || r == -FI_ENOSYS) r = fi_listen(s->pep);
   if (r) return fail(errno_of_fi(r));
+  if (s->name_at_listen) {
+    size_t n = sizeof s->local;
+    if (fi_getname(&s->pep->fid, &s->local, &n) == 0) {
+      s->local_len = socklen_t(n);
+      s->name_at_listen = false;
+    }
+  }
   s->state = sstate::listening;
   kick();
   return 0;

@@ -38,7 +38,10 @@
 // bias over (its barrier already excluded the old holder); after
 // kBiasMoves such moves the bias is dropped for good and the handoff is a
 // plain mutex for every thread: one atomic per entry, still cheaper than a
-// lock per object.
+// lock per object. Each holder of the bias gets a flag of its own, never
+// reused: a thread that read the bias as its own just before it moved
+// raises and lowers only its old flag, which nobody waits on any more (one
+// shared flag would let it lower the new holder's).
 //
 // Nesting. An object's guard under this policy enters the domain's handoff;
 // one object's guard taken inside another's (a completion written while the

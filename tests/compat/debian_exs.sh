@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: MIT
 # libexs on another implementation of the libfabric API: libexs and its
 # exs_echo and exs_ping built against Debian's libfabric-dev and linked to
-# Debian's libfabric.so.1 (tests/compat/CMakeLists.txt), run over Debian's
-# tcp provider on loopback. exs_ping checks every answer byte for byte;
-# both socket types, messages from 1 byte to 4 MiB.
+# Debian's libfabric.so.1 (tests/compat/CMakeLists.txt), run over each of
+# Debian's FI_EP_MSG providers that work on loopback: tcp, and sockets, which
+# binds a passive endpoint only at fi_listen (libexs then learns its port
+# there). exs_ping checks every answer byte for byte; both socket types,
+# messages from 1 byte to 4 MiB.
 #
 #   tests/compat/debian_exs.sh <dir of the Debian-linked libexs and programs>
 set -u
@@ -20,11 +22,16 @@ case "$lib" in
   /usr/lib*|/lib*) ;;
   *) echo "debian_exs.sh: exs_ping does not load Debian's libfabric.so.1 (${lib:-none})" >&2; exit 1 ;;
 esac
-if ! command -v fi_info >/dev/null || ! fi_info -p tcp -t FI_EP_MSG >/dev/null 2>&1; then
-  echo "debian_exs.sh: skipped: Debian's fi_info lists no tcp FI_EP_MSG provider"
+provs=
+if command -v fi_info >/dev/null; then
+  for p in tcp sockets; do
+    fi_info -p "$p" -t FI_EP_MSG >/dev/null 2>&1 && provs="$provs $p"
+  done
+fi
+if [ -z "$provs" ]; then
+  echo "debian_exs.sh: skipped: Debian's fi_info lists no tcp or sockets FI_EP_MSG provider"
   exit 77
 fi
-export EXS_PROVIDER=tcp
 work=$(mktemp -d)
 server=
 cleanup() {
@@ -34,31 +41,34 @@ cleanup() {
 trap cleanup EXIT
 status=0
 port=$((20000 + $$ % 20000))
-for type in seqpacket stream; do
-  port=$((port + 1))
-  "$dir/exs_echo" -t "$type" -p "$port" >"$work/echo.$type" 2>&1 &
-  server=$!
-  # Up when it says it listens.
-  for _ in $(seq 100); do
-    grep -q listening "$work/echo.$type" 2>/dev/null && break
-    sleep 0.1
-  done
-  if ! grep -q listening "$work/echo.$type"; then
-    echo "FAIL $type: exs_echo did not start on Debian's libfabric:"; cat "$work/echo.$type"
-    status=1
-    kill -9 "$server" 2>/dev/null; server=
-    continue
-  fi
-  for size in 1 4096 65536 1048576 4194304; do
-    if out=$(timeout 60 "$dir/exs_ping" -t "$type" -p "$port" -s "$size" -n 5 127.0.0.1 2>&1); then
-      echo "ok $type $size: ${out##*$'\n'}"
-    else
-      echo "FAIL $type $size: $out"
+for prov in $provs; do
+  export EXS_PROVIDER=$prov
+  for type in seqpacket stream; do
+    port=$((port + 1))
+    "$dir/exs_echo" -t "$type" -p "$port" >"$work/echo.$type" 2>&1 &
+    server=$!
+    # Up when it says it listens.
+    for _ in $(seq 100); do
+      grep -q listening "$work/echo.$type" 2>/dev/null && break
+      sleep 0.1
+    done
+    if ! grep -q listening "$work/echo.$type"; then
+      echo "FAIL $prov $type: exs_echo did not start on Debian's libfabric:"; cat "$work/echo.$type"
       status=1
+      kill -9 "$server" 2>/dev/null; server=
+      continue
     fi
+    for size in 1 4096 65536 1048576 4194304; do
+      if out=$(timeout 60 "$dir/exs_ping" -t "$type" -p "$port" -s "$size" -n 5 127.0.0.1 2>&1); then
+        echo "ok $prov $type $size: ${out##*$'\n'}"
+      else
+        echo "FAIL $prov $type $size: $out"
+        status=1
+      fi
+    done
+    kill "$server" 2>/dev/null
+    wait "$server" 2>/dev/null
+    server=
   done
-  kill "$server" 2>/dev/null
-  wait "$server" 2>/dev/null
-  server=
 done
 exit $status
