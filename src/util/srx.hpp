@@ -439,6 +439,9 @@ class srx {
   // recycle) on its owner's engine as on its own. Null otherwise (another
   // owner, or another lock policy).
   static srx* behind(fid_peer_srx* face, lock_kind k) noexcept;
+  // The engine behind `face` when it is one of this class's faces, whatever
+  // its policy; null for another owner's.
+  static srx* engine_behind(fid_peer_srx* face) noexcept;
 
  private:
   // One peer's fid_peer_srx, with the peer_ops table the owner provides.

@@ -33,6 +33,11 @@ int srx_binding::bind(const fi_provider* prov, const domain& dom, struct fid* f,
   return 0;
 }
 
+srx* srx_binding::engine() const noexcept {
+  if (app_) return &app_->engine();
+  return peer_ ? srx::engine_behind(peer_->owner()) : nullptr;
+}
+
 int srx_binding::attach(cq* rx_cq, av* a, fid_peer_srx** face) noexcept {
   if (app_) {
     if (int ret = app_->attach(rx_cq, a)) return ret;

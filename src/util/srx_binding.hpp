@@ -26,6 +26,14 @@ class srx_binding {
   int attach(cq* rx_cq, av* a, fid_peer_srx** face) noexcept;
   srx_ctx* app() const noexcept { return app_.get(); }
   peer_srx* peer() const noexcept { return peer_.get(); }
+  // The engine the context's receives are matched by, when it is util's:
+  // an application's context, or a peer SRX whose owner is util's engine
+  // (lnx's). An endpoint closing withdraws what it queued there
+  // (srx::withdraw), because another thread may be posting to that engine
+  // and handing our messages to our start_* meanwhile: lnx's engine may be
+  // an application's shared context. Null for another owner, which has no
+  // withdraw (its messages go back through free_entry).
+  srx* engine() const noexcept;
 
  private:
   ref<srx_ctx> app_;

@@ -108,6 +108,12 @@ srx* srx::behind(fid_peer_srx* f, lock_kind k) noexcept {
   return of(f);
 }
 
+srx* srx::engine_behind(fid_peer_srx* f) noexcept {
+  for (lock_kind k : {lock_kind::none, lock_kind::mutex, lock_kind::handoff})
+    if (srx* e = behind(f, k)) return e;
+  return nullptr;
+}
+
 fid_peer_srx* srx::add_peer(const fi_ops_srx_peer* ops, void* context) {
   auto f = std::make_unique<face>();
   fid_peer_srx& s = *f;

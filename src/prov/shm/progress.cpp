@@ -818,15 +818,16 @@ void endpoint::drop_record(rec_base* rec) noexcept {
 
 template <class Lock>
 void endpoint::retire_receives() noexcept {
-  if (util::srx_ctx* app = shared_.app()) {
-    // Messages queued at the application's context are withdrawn: no
-    // receive of the context will take them. One a receive took meanwhile
-    // (another thread posting to the context) is being given to our start /
-    // discard, which take our lock and unlist it: let go of the lock and
-    // wait for that. (free_entry cannot tell the two apart, and would
-    // release an entry start is being given.) The context's engine locks
-    // here whatever the policy: a control path.
-    util::srx& engine = app->engine();
+  if (util::srx* shared = shared_.engine()) {
+    // Messages queued at a context whose engine is util's (the
+    // application's, or lnx's, which may itself be an application's shared
+    // context) are withdrawn: no receive of the context will take them. One
+    // a receive took meanwhile (another thread posting to the context) is
+    // being given to our start / discard, which take our lock and unlist
+    // it: let go of the lock and wait for that. (free_entry cannot tell the
+    // two apart, and would release an entry start is being given.) The
+    // context's engine locks here whatever the policy: a control path.
+    util::srx& engine = *shared;
     for (;;) {
       {
         [[maybe_unused]] auto g = guard<Lock>();

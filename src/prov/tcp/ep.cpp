@@ -342,8 +342,10 @@ void endpoint::retire_receives() noexcept {
   // it. The context's engine locks here whatever the policy: a control path.
   // A start_* that took its message off the list may still be writing
   // its completion: wait for it to leave too (in_start_).
-  util::srx_ctx* app = shared_.app();
-  if (!app) {
+  // (util::srx_binding::engine: the application's context, or a peer
+  // owner's engine that is util's, lnx's, which may be shared too.)
+  util::srx* shared = shared_.engine();
+  if (!shared) {
     // A peer provider's owner (fi_peer(3)) has no withdraw: what we queued
     // goes back through its free_entry (discard ends with it). The owner
     // does not start an entry of an endpoint it is closing (it serialises
@@ -362,7 +364,7 @@ void endpoint::retire_receives() noexcept {
     }
     return;
   }
-  util::srx& engine = app->engine();
+  util::srx& engine = *shared;
   for (;;) {
     unexp_buf* b;
     bool withdrawn = false;
