@@ -6,7 +6,7 @@
 # Debian's FI_EP_MSG providers that work on loopback: tcp, and sockets, which
 # binds a passive endpoint only at fi_listen (libexs then learns its port
 # there). exs_ping checks every answer byte for byte; both socket types,
-# messages from 1 byte to 4 MiB.
+# messages from 1 byte to 4 MiB (sockets: 1 byte and 64 KiB).
 #
 #   tests/compat/debian_exs.sh <dir of the Debian-linked libexs and programs>
 set -u
@@ -58,7 +58,11 @@ for prov in $provs; do
       kill -9 "$server" 2>/dev/null; server=
       continue
     fi
-    for size in 1 4096 65536 1048576 4194304; do
+    # (sockets: the bind path is what it adds, and its progress is slow and
+    # busy: small messages only.)
+    sizes="1 4096 65536 1048576 4194304"
+    [ "$prov" = sockets ] && sizes="1 65536"
+    for size in $sizes; do
       if out=$(timeout 60 "$dir/exs_ping" -t "$type" -p "$port" -s "$size" -n 5 127.0.0.1 2>&1); then
         echo "ok $prov $type $size: ${out##*$'\n'}"
       else
@@ -66,7 +70,10 @@ for prov in $provs; do
         status=1
       fi
     done
-    kill "$server" 2>/dev/null
+    # SIGKILL: an echo server lingering on a busy provider's threads would
+    # hold the machine (one did once, under AddressSanitizer, for the test's
+    # whole timeout).
+    kill -9 "$server" 2>/dev/null
     wait "$server" 2>/dev/null
     server=
   done
