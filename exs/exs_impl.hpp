@@ -239,6 +239,9 @@ int errno_of_fi(int fi_err);  // a positive FI_E* code
 fabric_ctx* fabric_for(const std::string& prov, int family, const sockaddr* src,
                        const sockaddr* dst, fi_info** out_info, int* err);
 void kick();  // wake the progress thread
+// After a send or receive is posted: wakes the progress thread unless a
+// spinner holds the lease (fabric.cpp says why).
+void nudge();
 void start_progress();
 
 // queues (queue.cpp)

@@ -270,7 +270,7 @@ ssize_t post_send(int fd, const iovec* iov, int iovcnt, int flags, const exs_mha
   o->total = tmp.total;
   s->sends.push_back(o);
   pump(s);
-  kick();
+  nudge();
   return 0;
 }
 
@@ -327,7 +327,7 @@ ssize_t post_recv(int fd, const iovec* iov, int iovcnt, int flags, const exs_mha
     else s->owed++;
   }
   pump(s);
-  kick();
+  nudge();
   return 0;
 }
 
@@ -725,6 +725,12 @@ EXS_API int exs_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
       if (fds[i].revents) ++n;
     }
     if (n || timeout_ms == 0) return n;
+    // Asleep here, this thread needs the progress thread: a lease it (or
+    // another thread) left from spinning in exs_qdequeue ends now.
+    if (L.spin_lease != std::chrono::steady_clock::time_point{}) {
+      L.spin_lease = {};
+      kick();
+    }
     if (timeout_ms < 0) L.state_cv.wait(lk);
     else if (L.state_cv.wait_until(lk, deadline) == std::cv_status::timeout) timeout_ms = 0;
   }

@@ -446,3 +446,43 @@ TEST(exs_poll, readiness_and_epoll_on_the_descriptor) {
   exs_close(c);
   exs_mderegister(&m);
 }
+
+// A thread that has just spun in exs_qdequeue (and so holds the lease that
+// keeps the progress thread off) and then sleeps in exs_poll is woken as
+// soon as data arrives, not when the lease runs out (2 ms after its last
+// spin). Without exs_poll ending the lease the median here was ~1.8 ms.
+TEST(exs_poll, a_thread_that_spun_before_is_woken_at_once) {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "a sub-millisecond bound; sanitizers slow every step several times over";
+#endif
+  const char* spin = std::getenv("EXS_SPIN_US");
+  if (spin && std::atol(spin) == 0) GTEST_SKIP() << "EXS_SPIN_US=0: nothing spins";
+  conn_fixture f(SOCK_STREAM);
+  char buf[64] = {};
+  exs_mhandle_t m = exs_mregister(buf, sizeof buf, EXS_ACCESS_WRITE | EXS_ACCESS_READ);
+  std::vector<long> us;
+  for (int round = 0; round < 9; ++round) {
+    // Spin: a round trip whose completion this thread dequeues.
+    ASSERT_EQ(exs_recv(f.p.client, buf + 32, 8, 0, m, f.q, nullptr), 0);
+    ASSERT_EQ(exs_send(f.p.server, buf, 1, 0, m, f.q, nullptr), 0);
+    int done = 0;
+    while (done < 2) done += next_event(f.q).exs_evt_type != EXS_EVT_NONE ? 1 : 2;
+    std::chrono::steady_clock::time_point sent;
+    std::thread peer([&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      sent = std::chrono::steady_clock::now();
+      EXPECT_EQ(exs_send(f.p.client, buf, 1, 0, m, f.q, nullptr), 0);
+    });
+    pollfd p{f.p.server, POLLIN, 0};
+    EXPECT_EQ(exs_poll(&p, 1, 2000), 1);
+    auto woke = std::chrono::steady_clock::now();
+    peer.join();
+    us.push_back(std::chrono::duration_cast<std::chrono::microseconds>(woke - sent).count());
+    ASSERT_EQ(exs_recv(f.p.server, buf + 16, 8, 0, m, f.q, nullptr), 0);
+    done = 0;
+    while (done < 2) done += next_event(f.q).exs_evt_type != EXS_EVT_NONE ? 1 : 2;
+  }
+  std::sort(us.begin(), us.end());
+  EXPECT_LT(us[us.size() / 2], 1200) << "median wake-up in microseconds; slowest " << us.back();
+  exs_mderegister(&m);
+}
