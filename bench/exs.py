@@ -90,8 +90,10 @@ def main():
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--ping-size", type=int, default=8)
     p.add_argument("--ping-count", type=int, default=20000)
-    p.add_argument("--blast-size", type=int, default=65536)
-    p.add_argument("--blast-count", type=int, default=20000)
+    p.add_argument("--blast-size", default="65536,1048576",
+                   help="message sizes of exs_blast, comma-separated (bytes)")
+    p.add_argument("--blast-count", type=int, default=20000,
+                   help="messages of the first size; the others carry as many bytes")
     p.add_argument("--window", type=int, default=16)
     p.add_argument("--cores", default="0,1", help="server core, client core")
     p.add_argument("--two-hosts", action="store_true")
@@ -110,10 +112,13 @@ def main():
     lib = pathlib.Path(args.build) / "src" / "libfabric.so.1"
     if lib.exists():
         rec.libraries({"weft": str(lib.resolve())})
-    tests = [("exs_ping", ["-s", str(args.ping_size), "-n", str(args.ping_count)], "us", 0),
-             ("exs_blast", ["-s", str(args.blast_size), "-n", str(args.blast_count),
-                            "-w", str(args.window)], "MB/s",
-              args.blast_size * args.blast_count)]
+    tests = [("exs_ping", ["-s", str(args.ping_size), "-n", str(args.ping_count)], "us", 0)]
+    sizes = [int(x) for x in args.blast_size.split(",")]
+    total = sizes[0] * args.blast_count
+    for size in sizes:
+        count = max(1, total // size)
+        tests.append(("exs_blast", ["-s", str(size), "-n", str(count), "-w", str(args.window)],
+                      "MB/s", size * count))
     samples = []  # (program, case, rep, value)
     for rep in range(args.reps):
         order = CASES[rep % 3:] + CASES[:rep % 3]
@@ -121,7 +126,7 @@ def main():
         for prog, targs, _, link in tests:
             for case, cargs in order:
                 v = run_one(bins[prog], cargs + targs, hosts, cores, free_port(), link)
-                samples.append((prog, case, rep, v))
+                samples.append((" ".join([prog] + targs), case, rep, v))
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = pathlib.Path(args.out or ROOT / "bench" / "results" /
                        f"{stamp}-exs{'-two-hosts' if hosts else ''}")
@@ -133,11 +138,12 @@ def main():
     lines = [f"# libexs against kernel sockets ({'two hosts' if hosts else 'one host'})", ""]
     lines += rec.summary() + [""]
     for prog, targs, unit, _ in tests:
-        lines += [f"## {prog} {' '.join(targs)} ({unit}, {args.reps} repetitions)", "",
+        name = " ".join([prog] + targs)
+        lines += [f"## {name} ({unit}, {args.reps} repetitions)", "",
                   "| case | median | min | max | median / kernel's |", "| --- | ---: | ---: | ---: | ---: |"]
-        kernel = statistics.median(v for p_, c, _, v in samples if p_ == prog and c == "kernel")
+        kernel = statistics.median(v for p_, c, _, v in samples if p_ == name and c == "kernel")
         for case, _ in CASES:
-            vals = [v for p_, c, _, v in samples if p_ == prog and c == case]
+            vals = [v for p_, c, _, v in samples if p_ == name and c == case]
             med = statistics.median(vals)
             lines.append(f"| {case} | {med:.2f} | {min(vals):.2f} | {max(vals):.2f} | "
                          f"{med / kernel:.2f} |")

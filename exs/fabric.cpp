@@ -179,7 +179,7 @@ void kick();
 void start_progress() {
   library& L = lib();
   if (L.thread_started) return;
-  long spin_us = 50;
+  long spin_us = 200;  // docs/decisions.md, "Extended sockets": why 200
   if (const char* e = std::getenv("EXS_SPIN_US")) spin_us = std::strtol(e, nullptr, 10);
   L.spin = std::chrono::microseconds(std::clamp(spin_us, 0L, 1'000'000L));
   L.epfd = epoll_create1(EPOLL_CLOEXEC);
