@@ -23,6 +23,7 @@
 #include <deque>
 #include <list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -166,11 +167,13 @@ struct sock {
   std::list<op*> live;     // every op not yet freed
   std::deque<op*> recvs;   // stream: waiting for bytes; seqpacket: posted, in order
 
-  // stream receive ring
-  int stream_bufs = 8;
-  size_t stream_chunk = 32768;
+  // stream receive ring: 16 x 64 KiB by default (docs/decisions.md,
+  // "Extended sockets"); its memory is left untouched until bytes land.
+  int stream_bufs = 16;
+  size_t stream_chunk = 65536;
   std::vector<rxbuf> ring;
-  std::vector<char> ring_mem;
+  std::unique_ptr<char[]> ring_mem;
+  size_t ring_bytes = 0;
   fid_mr* ring_mr = nullptr;
   std::deque<rxbuf*> ready;  // filled, not yet consumed, in arrival order
 

@@ -281,17 +281,18 @@ int setup_connected(sock* s) {
                     fresh_key(), 0, &s->credit_mr, nullptr);
   if (r) return errno_of_fi(r);
   if (s->type != SOCK_STREAM) return 0;
-  s->ring_mem.resize(size_t(s->stream_bufs) * s->stream_chunk);
+  s->ring_bytes = size_t(s->stream_bufs) * s->stream_chunk;
+  s->ring_mem = std::make_unique_for_overwrite<char[]>(s->ring_bytes);
   s->ring.resize(s->stream_bufs);
   if (fc->mr_local &&
-      fi_mr_reg(fc->domain, s->ring_mem.data(), s->ring_mem.size(), FI_RECV, 0, fresh_key(), 0,
+      fi_mr_reg(fc->domain, s->ring_mem.get(), s->ring_bytes, FI_RECV, 0, fresh_key(), 0,
                 &s->ring_mr, nullptr))
     return ENOMEM;
   for (int i = 0; i < s->stream_bufs; ++i) {
     rxbuf& b = s->ring[i];
     b.kind = ctx_kind::rxbuf;
     b.s = s;
-    b.data = s->ring_mem.data() + size_t(i) * s->stream_chunk;
+    b.data = s->ring_mem.get() + size_t(i) * s->stream_chunk;
     b.cap = s->stream_chunk;
     void* d = s->ring_mr ? fi_mr_desc(s->ring_mr) : nullptr;
     r = int(fi_recv(s->ep, b.data, b.cap, d, 0, &b));

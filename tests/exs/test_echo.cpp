@@ -266,7 +266,7 @@ TEST(exs_peer_death, every_outstanding_operation_fails_and_nothing_hangs) {
     ASSERT_EQ(ev.exs_evt_errno, 0);
     int fd = EXS_EVT_NEW_SOCKET(ev);
     static char in[4][256 << 10];
-    static char out[1 << 20];  // more than a stream peer's window
+    static char out[2 << 20];  // more than a stream peer's window (16 x 64 KiB)
     exs_mhandle_t mi = exs_mregister(in, sizeof in, EXS_ACCESS_WRITE);
     exs_mhandle_t mo = exs_mregister(out, sizeof out, EXS_ACCESS_READ);
     // Data flows: the child's piece arrives whole...
