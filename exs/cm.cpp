@@ -38,6 +38,8 @@ void take_peer(sock* s, const cm_blob& b) {
   // writes can reach the CQ before FI_CONNECTED reaches the EQ, and the
   // progress thread reads the CQ first.
   s->send_credits += b.credits;
+  // The ring was posted before anything the credit writes grant.
+  if (s->type == SOCK_STREAM && b.credits) s->grants.push_front({0, b.credits});
 }
 
 void connection_lost(sock* s, int err) {

@@ -43,15 +43,32 @@ inline uint32_t api_version() {
 }
 
 // Remote CQ data of the writes that carry credits and the end of stream:
-// [63:32] the receiving socket's id, [31:28] the kind, [27:0] a count.
-enum : uint64_t { data_credit = 1, data_eof = 2 };
+// [63:32] the receiving socket's id, [31:28] the kind, [27:0] its value:
+// - data_credit: a count of buffers (seqpacket: messages; stream: buffers
+//   of the receiver's chunk, from its cm_blob);
+// - data_grant (stream): [27:24] count - 1 and [23:0] bytes: that many
+//   buffers of that size, posted by the receiver in place of its ring
+//   buffers (an application's receive, filled without a copy);
+// - data_eof: the end of the stream.
+// A stream sender uses its credits in the order granted, each for one piece
+// of at most its size, and the provider fills posted buffers in the order
+// posted: piece k lands in buffer k.
+enum : uint64_t { data_credit = 1, data_eof = 2, data_grant = 3 };
 inline uint64_t pack_data(uint32_t id, uint64_t kind, uint64_t n) {
   return (uint64_t(id) << 32) | (kind << 28) | (n & 0x0fffffffu);
 }
+constexpr size_t grant_max_bytes = (size_t(1) << 24) - 1;
+constexpr uint32_t grant_max_count = 16;
+
+// A run of stream credits of one size, in the order granted.
+struct credit_run {
+  size_t bytes;
+  uint64_t count;
+};
 
 // Connection private data, both directions.
 struct cm_blob {
-  uint32_t magic;      // 'EXS1'
+  uint32_t magic;      // cm_magic
   uint32_t type;       // SOCK_STREAM or SOCK_SEQPACKET
   uint32_t id;         // the sender's socket id, echoed in credit data
   uint32_t credits;    // credits granted at once (stream receive buffers)
@@ -59,7 +76,7 @@ struct cm_blob {
   uint64_t key;        // the key of the sender's credit region
   uint64_t addr;       // its address (FI_MR_VIRT_ADDR) or 0
 };
-constexpr uint32_t cm_magic = 0x45585331;
+constexpr uint32_t cm_magic = 0x45585332;  // 'EXS2': data_grant (session 24)
 
 struct fabric_ctx {
   std::string prov, fabric_name, domain_name;
@@ -101,7 +118,8 @@ struct op : ctx_hdr {
   size_t done = 0;       // bytes moved so far
   size_t cur_iov = 0, cur_off = 0;  // stream send cursor
   int prov_refs = 0;     // provider operations still holding this context
-  bool at_provider = false;  // seqpacket recv: posted to the provider
+  bool at_provider = false;  // recv: posted to the provider (every seqpacket
+                             // one; a stream one filled without a copy)
   bool finished = false;     // its event has been queued
   bool cancel_asked = false;
   // accept: the socket made for the caller, once connected
@@ -150,8 +168,10 @@ struct sock {
   uint32_t peer_id = 0;
   uint64_t peer_key = 0, peer_addr = 0;
   uint64_t peer_chunk = 0;
-  uint64_t send_credits = 0;   // messages (seqpacket) or chunks (stream) we may send
-  uint64_t owed = 0;           // credits to grant to the peer
+  uint64_t send_credits = 0;   // messages (seqpacket) or pieces (stream) we may send
+  std::deque<credit_run> grants;  // stream: the sizes of those pieces, in order
+  uint64_t owed = 0;           // seqpacket: credits to grant to the peer
+  std::deque<credit_run> owed_runs;  // stream: buffers posted, not yet granted
   uint64_t revoked = 0;        // credits granted for receives since cancelled
   size_t tx_inflight = 0, tx_max = 0;
   size_t data_inflight = 0;  // sends handed to the provider, not completed
@@ -165,7 +185,9 @@ struct sock {
   int so_error = 0;
   std::deque<op*> sends;   // not yet fully handed to the provider
   std::list<op*> live;     // every op not yet freed
-  std::deque<op*> recvs;   // stream: waiting for bytes; seqpacket: posted, in order
+  // seqpacket: posted, in order. stream: in order, those posted to the
+  // provider (at_provider) first, then those waiting for the ring's bytes.
+  std::deque<op*> recvs;
 
   // stream receive ring: 16 x 64 KiB by default (docs/decisions.md,
   // "Extended sockets"); its memory is left untouched until bytes land.
@@ -176,6 +198,7 @@ struct sock {
   size_t ring_bytes = 0;
   fid_mr* ring_mr = nullptr;
   std::deque<rxbuf*> ready;  // filled, not yet consumed, in arrival order
+  int ring_posted = 0;       // ring buffers at the provider
 
   bool fd_signalled = false;
 };

@@ -603,6 +603,9 @@ EXS_API int exs_cancel(int fd, void* context) {
       s->sends.erase(it);
       finish_op(o, ECANCELED, 0, 0);
     } else if (o->type == op_type::recv) {
+      // A stream receive at the provider was granted to the sender by its
+      // size: taken back, the piece meant for it would land in the next.
+      if (s->type == SOCK_STREAM && o->at_provider) return fail(EALREADY);
       auto it = std::find(s->recvs.begin(), s->recvs.end(), o);
       if (it != s->recvs.end()) s->recvs.erase(it);
       if (o->at_provider) {

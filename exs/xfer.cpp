@@ -7,7 +7,11 @@
 // - SOCK_STREAM: a ring of the socket's own buffers is posted; the sender
 //   cuts its bytes into pieces of at most one buffer, one credit each; a
 //   receive takes whatever has arrived and each emptied buffer, posted
-//   again, grants a credit back.
+//   again, grants a credit back. While the application's receives wait
+//   for bytes, emptied ring buffers stay unposted; once none is left at
+//   the provider, the waiting receives are posted themselves, each granted
+//   with its size (data_grant), and filled without a copy until none
+//   waits or is posted, when the ring is posted again (refill).
 // Credits and the end-of-stream marker travel as remote CQ data of
 // zero-byte fi_writedata to the peer's credit region, which never consumes
 // a posted receive (FI_RX_CQ_DATA is refused at fi_getinfo). Every send is
@@ -87,16 +91,44 @@ bool can_post(const sock* s) {
   return s->state == sstate::connected && s->ep && !s->peer_gone && !(s->shut_wr && s->shut_rd);
 }
 
+// Grants what was posted, one write at a time (what is posted meanwhile
+// goes out together in the next). A stream grants its runs in the order
+// its buffers were posted.
 void post_credit(sock* s) {
-  if (!s->owed || s->credit_inflight || s->tx_inflight >= s->tx_max || !can_post(s)) return;
-  uint64_t n = std::min<uint64_t>(s->owed, 0x0fffffff);
-  ssize_t r = fi_writedata(s->ep, &s->credit_word, 0, nullptr, pack_data(s->peer_id, data_credit, n),
-                           0, s->peer_addr, s->peer_key, &s->credit_ctx);
+  if (s->credit_inflight || s->tx_inflight >= s->tx_max || !can_post(s)) return;
+  uint64_t data, n;
+  if (s->type == SOCK_STREAM) {
+    if (s->owed_runs.empty()) return;
+    credit_run& run = s->owed_runs.front();
+    if (run.bytes == 0) {  // ring buffers
+      n = std::min<uint64_t>(run.count, 0x0fffffff);
+      data = pack_data(s->peer_id, data_credit, n);
+    } else {
+      n = std::min<uint64_t>(run.count, grant_max_count);
+      data = pack_data(s->peer_id, data_grant, ((n - 1) << 24) | run.bytes);
+    }
+  } else {
+    if (!s->owed) return;
+    n = std::min<uint64_t>(s->owed, 0x0fffffff);
+    data = pack_data(s->peer_id, data_credit, n);
+  }
+  ssize_t r = fi_writedata(s->ep, &s->credit_word, 0, nullptr, data, 0, s->peer_addr, s->peer_key,
+                           &s->credit_ctx);
   if (r == -FI_EAGAIN) return retry_later(s);
   if (r != 0) return;
-  s->owed -= n;
+  if (s->type == SOCK_STREAM) {
+    if ((s->owed_runs.front().count -= n) == 0) s->owed_runs.pop_front();
+  } else {
+    s->owed -= n;
+  }
   s->credit_inflight = true;
   s->tx_inflight++;
+}
+
+// Appends a stream credit of `bytes` (0: a ring buffer) to `runs`.
+void add_run(std::deque<credit_run>& runs, size_t bytes, uint64_t count) {
+  if (!runs.empty() && runs.back().bytes == bytes) runs.back().count += count;
+  else runs.push_back({bytes, count});
 }
 
 void post_eof(sock* s) {
@@ -115,9 +147,11 @@ void descs(sock* s, op* o, size_t first, size_t n, void** out) {
   for (size_t i = 0; i < n; ++i) out[i] = desc_for(o->rg[first + i], s->fc);
 }
 
-// The next stream piece of `o`: at most peer_chunk bytes, iov_limit entries.
+// The next stream piece of `o`: at most what its credit allows (a ring
+// buffer of the peer's, or a receive it posted), iov_limit entries.
 size_t next_piece(sock* s, op* o, iovec* out, void** desc, size_t* cnt) {
-  size_t budget = s->peer_chunk, bytes = 0, n = 0;
+  const credit_run& run = s->grants.front();
+  size_t budget = run.bytes ? run.bytes : s->peer_chunk, bytes = 0, n = 0;
   size_t i = o->cur_iov, off = o->cur_off;
   while (i < size_t(o->iovcnt) && budget && n < s->iov_limit) {
     size_t avail = o->iov[i].iov_len - off;
@@ -172,7 +206,7 @@ void post_sends(sock* s) {
       continue;
     }
     while (o->posted < o->total) {
-      if (!s->send_credits || s->tx_inflight >= s->tx_max) return;
+      if (s->grants.empty() || s->tx_inflight >= s->tx_max) return;
       iovec piece[EXS_IOV_MAX];
       void* d[EXS_IOV_MAX];
       size_t cnt = 0;
@@ -195,6 +229,7 @@ void post_sends(sock* s) {
       o->posted += bytes;
       o->prov_refs++;
       s->send_credits--;
+      if (--s->grants.front().count == 0) s->grants.pop_front();
       s->tx_inflight++;
       s->data_inflight++;
     }
@@ -204,14 +239,59 @@ void post_sends(sock* s) {
   }
 }
 
+bool rx_open(const sock* s) {
+  return s->ep && !s->peer_gone && !s->peer_eof && !s->shut_rd && s->state == sstate::connected;
+}
+
 void repost(sock* s, rxbuf* b) {
-  if (!s->ep || s->peer_gone || s->state == sstate::closed) return;
-  void* d = s->ring_mr ? fi_mr_desc(s->ring_mr) : nullptr;
   b->len = b->off = 0;
+  if (b->posted || !rx_open(s)) return;
+  void* d = s->ring_mr ? fi_mr_desc(s->ring_mr) : nullptr;
   if (fi_recv(s->ep, b->data, b->cap, d, 0, b) == 0) {
     b->posted = true;
-    s->owed++;
+    s->ring_posted++;
+    add_run(s->owed_runs, 0, 1);
   }
+}
+
+// Posts a waiting stream receive to the provider itself, granted with its
+// size (at most grant_max_bytes: the sender sends no more, and a receive
+// returns what arrived).
+bool post_direct(sock* s, op* o) {
+  if (o->iovcnt > int(s->iov_limit) || o->total == 0) return false;
+  void* d[EXS_IOV_MAX];
+  for (int i = 0; i < o->iovcnt; ++i) d[i] = desc_for(o->rg[i], s->fc);
+  fi_msg m{};
+  m.msg_iov = o->iov;
+  m.desc = d;
+  m.iov_count = size_t(o->iovcnt);
+  m.context = o;
+  if (fi_recvmsg(s->ep, &m, 0) != 0) return false;
+  o->prov_refs++;
+  o->at_provider = true;
+  add_run(s->owed_runs, std::min(o->total, grant_max_bytes), 1);
+  return true;
+}
+
+// Decides what a stream posts next: the ring while no receive waits (the
+// sender may go on into it), the waiting receives themselves once no ring
+// buffer is left at the provider and no ring byte is unread (bytes keep
+// their order: every buffer posted before a receive fills before it).
+void refill(sock* s) {
+  if (s->type != SOCK_STREAM || !rx_open(s)) return;
+  auto waiting = std::find_if(s->recvs.begin(), s->recvs.end(),
+                              [](const op* o) { return !o->at_provider; });
+  bool post_ring = s->recvs.empty();
+  if (waiting != s->recvs.end() && s->ring_posted == 0 && s->ready.empty()) {
+    for (; waiting != s->recvs.end(); ++waiting)
+      if (!post_direct(s, *waiting)) {
+        post_ring = true;  // this one waits for the ring's bytes
+        break;
+      }
+  }
+  if (post_ring)
+    for (rxbuf& b : s->ring)
+      if (!b.posted && b.len == 0) repost(s, &b);
 }
 
 size_t copy_into(op* o, size_t at, const char* src, size_t n) {
@@ -234,6 +314,17 @@ size_t copy_into(op* o, size_t at, const char* src, size_t n) {
 void stream_deliver(sock* s) {
   while (!s->recvs.empty()) {
     op* o = s->recvs.front();
+    if (o->at_provider) {
+      // The provider fills it (on_entry), before any ring byte that
+      // follows; at the end of the stream nothing more comes.
+      if (!s->peer_eof && !s->peer_gone) break;
+      s->recvs.pop_front();
+      if (s->peer_eof) finish_op(o, 0, 0, EXS_EVT_FLAG_EOF);
+      else finish_op(o, s->so_error ? s->so_error : ECONNRESET, 0, 0);
+      if (s->ep) fi_cancel(&s->ep->fid, o);
+      maybe_free(o);
+      continue;
+    }
     if (s->ready.empty()) {
       if (!s->peer_eof && !s->peer_gone) break;
       s->recvs.pop_front();
@@ -250,13 +341,14 @@ void stream_deliver(sock* s) {
       got += n;
       if (b->off == b->len) {
         s->ready.pop_front();
-        repost(s, b);
+        b->len = b->off = 0;  // posted again by refill, when it should be
       }
     }
     s->recvs.pop_front();
     finish_op(o, 0, got, 0);
     maybe_free(o);
   }
+  refill(s);
 }
 
 void pump(sock* s) {
@@ -298,6 +390,7 @@ int setup_connected(sock* s) {
     r = int(fi_recv(s->ep, b.data, b.cap, d, 0, &b));
     if (r) return errno_of_fi(r);
     b.posted = true;
+    s->ring_posted++;
   }
   return 0;
 }
@@ -316,6 +409,11 @@ void remote_data(uint64_t data) {
   uint64_t kind = (data >> 28) & 0xf, n = data & 0x0fffffff;
   if (kind == data_credit) {
     s->send_credits += n;
+    if (s->type == SOCK_STREAM) add_run(s->grants, 0, n);
+  } else if (kind == data_grant) {
+    uint64_t count = (n >> 24) + 1;
+    s->send_credits += count;
+    add_run(s->grants, size_t(n & grant_max_bytes), count);
   } else if (kind == data_eof) {
     s->peer_eof = true;
     if (s->type == SOCK_SEQPACKET) {
@@ -359,14 +457,11 @@ void on_entry(const fi_cq_data_entry& e, int err, size_t olen) {
     case ctx_kind::rxbuf: {
       auto* b = static_cast<rxbuf*>(h);
       b->posted = false;
+      s->ring_posted--;
       if (err) break;  // cancelled at the end of the connection
       b->len = e.len;
       b->off = 0;
-      if (b->len == 0) {
-        repost(s, b);
-      } else {
-        s->ready.push_back(b);
-      }
+      if (b->len) s->ready.push_back(b);
       stream_deliver(s);
       break;
     }
@@ -398,6 +493,7 @@ void on_entry(const fi_cq_data_entry& e, int err, size_t olen) {
         } else {
           finish_op(o, errno_of_fi(err), 0, 0);
         }
+        if (s->type == SOCK_STREAM) stream_deliver(s);  // what waited behind it
       }
       maybe_free(o);
       break;
