@@ -44,8 +44,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_one(binary, args, hosts, cores, port, min_link_bytes=0):
-    """One server and client run; the client's number."""
+def run_one(binary, args, hosts, cores, port, min_link_bytes=0, libdir=None):
+    """One server and client run; the client's number. `libdir` holds another
+    libexs.so.1 to load instead of the build's (--baseline)."""
     prog = binary.name
     server = ["taskset", "-c", str(cores[0]), str(binary), "-p", str(port)] + args
     client = ["taskset", "-c", str(cores[1]), str(binary), "-p", str(port)] + args
@@ -53,6 +54,10 @@ def run_one(binary, args, hosts, cores, port, min_link_bytes=0):
     if hosts:
         server, client, addr = hosts.server(server), hosts.client(client), hosts.server_addr
     env = dict(os.environ, EXS_PROVIDER=os.environ.get("EXS_PROVIDER", "tcp"))
+    if libdir:
+        # LD_LIBRARY_PATH goes before the programs' RUNPATH; weft's
+        # libfabric.so.1 stays the build's.
+        env["LD_LIBRARY_PATH"] = f"{libdir}:{binary.parent.parent.parent / 'src'}"
     before = hosts.link_bytes() if hosts else 0
     srv = subprocess.Popen(server, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            env=env)
@@ -97,6 +102,10 @@ def main():
     p.add_argument("--window", type=int, default=16)
     p.add_argument("--cores", default="0,1", help="server core, client core")
     p.add_argument("--two-hosts", action="store_true")
+    p.add_argument("--baseline", default=None,
+                   help="a folder with another libexs.so.1 (e.g. built from an older commit): "
+                        "its stream and seqpacket cases run too, in the same rotation")
+    p.add_argument("--baseline-label", default="baseline", help="what --baseline is")
     p.add_argument("--out", default=None, help="results folder (default: bench/results/<date>-exs)")
     args = p.parse_args()
     rec = Record()
@@ -119,13 +128,22 @@ def main():
         count = max(1, total // size)
         tests.append(("exs_blast", ["-s", str(size), "-n", str(count), "-w", str(args.window)],
                       "MB/s", size * count))
+    cases = [(c, a, None) for c, a in CASES]
+    if args.baseline:
+        base = pathlib.Path(args.baseline).resolve()
+        if not (base / "libexs.so.1").exists():
+            raise RuntimeError(f"no libexs.so.1 in {base}")
+        cases += [(f"{c} ({args.baseline_label})", a, str(base)) for c, a in CASES[1:]]
+        rec.libraries({"weft": str(lib.resolve()), f"libexs ({args.baseline_label})":
+                       str(base / "libexs.so.1")})
     samples = []  # (program, case, rep, value)
     for rep in range(args.reps):
-        order = CASES[rep % 3:] + CASES[:rep % 3]
-        rec.order(f"repetition {rep}: " + ", ".join(c for c, _ in order))
+        k = rep % len(cases)
+        order = cases[k:] + cases[:k]
+        rec.order(f"repetition {rep}: " + ", ".join(c for c, _, _ in order))
         for prog, targs, _, link in tests:
-            for case, cargs in order:
-                v = run_one(bins[prog], cargs + targs, hosts, cores, free_port(), link)
+            for case, cargs, libdir in order:
+                v = run_one(bins[prog], cargs + targs, hosts, cores, free_port(), link, libdir)
                 samples.append((" ".join([prog] + targs), case, rep, v))
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = pathlib.Path(args.out or ROOT / "bench" / "results" /
@@ -142,7 +160,7 @@ def main():
         lines += [f"## {name} ({unit}, {args.reps} repetitions)", "",
                   "| case | median | min | max | median / kernel's |", "| --- | ---: | ---: | ---: | ---: |"]
         kernel = statistics.median(v for p_, c, _, v in samples if p_ == name and c == "kernel")
-        for case, _ in CASES:
+        for case, _, _ in cases:
             vals = [v for p_, c, _, v in samples if p_ == name and c == case]
             med = statistics.median(vals)
             lines.append(f"| {case} | {med:.2f} | {min(vals):.2f} | {max(vals):.2f} | "
