@@ -210,6 +210,10 @@ struct queue {
   int waiters = 0;
   std::deque<exs_event_t> events;
   std::condition_variable cv;
+  // How long exs_qdequeue spins on this queue before it sleeps: from
+  // EXS_SPIN_US up to ten times that, following the waits it sees
+  // (queue.cpp).
+  std::chrono::steady_clock::duration spin{};
 };
 
 struct region {

@@ -67,12 +67,14 @@ EXS_API int exs_qdequeue(exs_qhandle_t qh, exs_event_t* events, int nevents,
     if (timeout)
       deadline += std::chrono::seconds(timeout->tv_sec) + std::chrono::nanoseconds(timeout->tv_nsec);
     q->waiters++;
+    const auto start = std::chrono::steady_clock::now();
+    bool slept = false;
     if (L.spin.count() > 0 && L.thread_started) {
       // Drive progress from here for a while (EXS_SPIN_US; library::spin
       // says why), the lock let go between passes. The progress thread is
       // kept off by the lease, and kicked if we give up and sleep.
-      const auto start = std::chrono::steady_clock::now();
-      auto end = start + L.spin;
+      q->spin = std::clamp(q->spin, L.spin, 10 * L.spin);
+      auto end = start + q->spin;
       if (timeout) end = std::min(end, deadline);
       constexpr auto lease = std::chrono::milliseconds(2);
       for (auto now = start;; now = std::chrono::steady_clock::now()) {
@@ -88,6 +90,7 @@ EXS_API int exs_qdequeue(exs_qhandle_t qh, exs_event_t* events, int nevents,
       if (q->events.empty()) {
         L.spin_lease = {};
         kick();
+        slept = true;
       }
     }
     while (q->events.empty()) {
@@ -98,6 +101,20 @@ EXS_API int exs_qdequeue(exs_qhandle_t qh, exs_event_t* events, int nevents,
       }
     }
     q->waiters--;
+    // The spin follows the waits: one that ended soon after this thread
+    // gave up would have been caught by a longer spin (a 1 MiB message
+    // takes longer than EXS_SPIN_US to arrive, and each sleep made the
+    // sender's side wake this core again and again as its bytes came in:
+    // ~16 context switches a message, half the throughput across two
+    // namespaces); a long idle wait puts it back to EXS_SPIN_US.
+    if (L.spin.count() > 0 && !q->events.empty()) {
+      const auto waited = std::chrono::steady_clock::now() - start;
+      const auto cap = 10 * L.spin;
+      if (!slept)
+        q->spin = std::max(L.spin, std::max(waited + waited / 4, q->spin - q->spin / 8));
+      else
+        q->spin = waited < cap ? std::min(cap, waited + waited / 4) : L.spin;
+    }
   }
   int n = 0;
   while (n < nevents && !q->events.empty()) {
