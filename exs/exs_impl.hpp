@@ -57,7 +57,12 @@ enum : uint64_t { data_credit = 1, data_eof = 2, data_grant = 3 };
 inline uint64_t pack_data(uint32_t id, uint64_t kind, uint64_t n) {
   return (uint64_t(id) << 32) | (kind << 28) | (n & 0x0fffffffu);
 }
-constexpr size_t grant_max_bytes = (size_t(1) << 24) - 1;
+constexpr size_t grant_max_bytes = (size_t(1) << 24) - 1;  // what data_grant can say
+// What a receive posted in place is granted at most: a bigger receive
+// completes with up to this much. Across two namespaces weft's tcp carried
+// a stream of 1 MiB frames at about half the rate of 256 KiB ones (the same
+// bytes, 16 in flight; docs/decisions.md, "Extended sockets").
+constexpr size_t grant_piece_bytes = size_t(256) << 10;
 constexpr uint32_t grant_max_count = 16;
 
 // A run of stream credits of one size, in the order granted.
