@@ -314,9 +314,14 @@ conn::io conn::flush(bool data, tx_entry** done, int* err) noexcept {
     // cork_max_frames small sends is two iovecs each).
     iovec v[128];
     size_t k = 0, want = 0;
-    for (tx_entry* t = tx_head_; t && k < std::size(v); t = t->next)
-      for (unsigned i = t->first; i < t->count && k < std::size(v); ++i)
-        if (t->iov[i].iov_len) v[k++] = t->iov[i], want += t->iov[i].iov_len;
+    const size_t cap = local_ ? SIZE_MAX : write_max;
+    for (tx_entry* t = tx_head_; t && k < std::size(v) && want < cap; t = t->next)
+      for (unsigned i = t->first; i < t->count && k < std::size(v) && want < cap; ++i)
+        if (t->iov[i].iov_len) {
+          v[k] = t->iov[i];
+          v[k].iov_len = std::min(v[k].iov_len, cap - want);
+          want += v[k++].iov_len;
+        }
     ssize_t n = 0;
     if (want) {
       n = write_out(v, k);

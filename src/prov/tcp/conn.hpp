@@ -151,6 +151,12 @@ enum class conn_state : uint8_t {
 class conn {
  public:
   static constexpr size_t staging = 16 * 1024;
+  // Bytes one sendmsg is asked to take at most. The socket stays locked
+  // for a whole call, and the peer's acknowledgements wait in its backlog
+  // meanwhile: calls of many MiB (16 queued 1 MiB sends) carried a stream
+  // across two namespaces at about half the rate of calls of 256 KiB
+  // (docs/decisions.md).
+  static constexpr size_t write_max = 256 * 1024;
   enum class io : uint8_t { ok, blocked, error };
 
   conn(util::unique_fd s, bool active, const frame_limits& lim);
