@@ -283,6 +283,7 @@ class conn {
   ssize_t write_out(const iovec* v, size_t k) noexcept;
 
   util::unique_fd sock_;
+  size_t write_cap_ = 0;  // write_max, or no bound within the host (0: not known yet)
   bool local_ = false;
   bool stream_after_ctrl_ = false;
   std::unique_ptr<std::byte[]> rx_buf_;
