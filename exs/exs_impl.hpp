@@ -58,10 +58,11 @@ inline uint64_t pack_data(uint32_t id, uint64_t kind, uint64_t n) {
   return (uint64_t(id) << 32) | (kind << 28) | (n & 0x0fffffffu);
 }
 constexpr size_t grant_max_bytes = (size_t(1) << 24) - 1;  // what data_grant can say
-// What a receive posted in place is granted at most: a bigger receive
-// completes with up to this much. Across two namespaces weft's tcp carried
-// a stream of 1 MiB frames at about half the rate of 256 KiB ones (the same
-// bytes, 16 in flight; docs/decisions.md, "Extended sockets").
+// What a receive posted in place is granted at most when the peer is on
+// another host: a bigger receive completes with up to this much. Across two
+// namespaces weft's tcp carried a stream of 1 MiB frames at about half the
+// rate of 256 KiB ones (the same bytes, 16 in flight); within a host the
+// bound only cost (docs/decisions.md, "Extended sockets").
 constexpr size_t grant_piece_bytes = size_t(256) << 10;
 constexpr uint32_t grant_max_count = 16;
 
@@ -204,6 +205,7 @@ struct sock {
   fid_mr* ring_mr = nullptr;
   std::deque<rxbuf*> ready;  // filled, not yet consumed, in arrival order
   int ring_posted = 0;       // ring buffers at the provider
+  size_t grant_cap = 0;      // the most one receive posted in place is granted (0: not known yet)
 
   bool fd_signalled = false;
 };
@@ -273,6 +275,8 @@ int errno_of_fi(int fi_err);  // a positive FI_E* code
 // setup (fabric.cpp)
 fabric_ctx* fabric_for(const std::string& prov, int family, const sockaddr* src,
                        const sockaddr* dst, fi_info** out_info, int* err);
+// Whether an address is this host's: loopback, or one of its interfaces'.
+bool on_this_host(const sockaddr_storage& a);
 void kick();  // wake the progress thread
 // After a send or receive is posted: wakes the progress thread unless a
 // spinner holds the lease (fabric.cpp says why).

@@ -4,6 +4,8 @@
 // EXS_PROVIDER), and the progress thread that reads their queues.
 #include "exs_impl.hpp"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -204,6 +206,37 @@ __attribute__((destructor)) static void stop_progress() {
   progress_thread->join();
   delete progress_thread;
   progress_thread = nullptr;
+}
+
+bool on_this_host(const sockaddr_storage& a) {
+  const void* bytes = nullptr;
+  size_t len = 0;
+  if (a.ss_family == AF_INET) {
+    auto& in = reinterpret_cast<const sockaddr_in&>(a);
+    if ((ntohl(in.sin_addr.s_addr) >> 24) == 127) return true;
+    bytes = &in.sin_addr;
+    len = sizeof in.sin_addr;
+  } else if (a.ss_family == AF_INET6) {
+    auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
+    if (IN6_IS_ADDR_LOOPBACK(&in6.sin6_addr)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr) && in6.sin6_addr.s6_addr[12] == 127) return true;
+    bytes = &in6.sin6_addr;
+    len = sizeof in6.sin6_addr;
+  } else {
+    return false;
+  }
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = list; i && !found; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != a.ss_family) continue;
+    const void* mine = a.ss_family == AF_INET
+                           ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr)
+                           : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr);
+    found = std::memcmp(mine, bytes, len) == 0;
+  }
+  freeifaddrs(list);
+  return found;
 }
 
 void kick() {

@@ -255,8 +255,8 @@ void repost(sock* s, rxbuf* b) {
 }
 
 // Posts a waiting stream receive to the provider itself, granted with its
-// size (at most grant_piece_bytes: the sender sends no more, and a receive
-// returns what arrived).
+// size (at most grant_cap: the sender sends no more, and a receive returns
+// what arrived).
 bool post_direct(sock* s, op* o) {
   if (o->iovcnt > int(s->iov_limit) || o->total == 0) return false;
   void* d[EXS_IOV_MAX];
@@ -269,7 +269,8 @@ bool post_direct(sock* s, op* o) {
   if (fi_recvmsg(s->ep, &m, 0) != 0) return false;
   o->prov_refs++;
   o->at_provider = true;
-  add_run(s->owed_runs, std::min(o->total, grant_piece_bytes), 1);
+  if (!s->grant_cap) s->grant_cap = on_this_host(s->peer) ? grant_max_bytes : grant_piece_bytes;
+  add_run(s->owed_runs, std::min(o->total, s->grant_cap), 1);
   return true;
 }
 
