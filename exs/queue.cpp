@@ -107,13 +107,14 @@ EXS_API int exs_qdequeue(exs_qhandle_t qh, exs_event_t* events, int nevents,
     // sender's side wake this core again and again as its bytes came in:
     // ~16 context switches a message, half the throughput across two
     // namespaces); a long idle wait puts it back to EXS_SPIN_US.
-    if (L.spin.count() > 0 && !q->events.empty()) {
+    if (L.spin.count() > 0 && L.thread_started && !q->events.empty()) {
       const auto waited = std::chrono::steady_clock::now() - start;
       const auto cap = 10 * L.spin;
       if (!slept)
-        q->spin = std::max(L.spin, std::max(waited + waited / 4, q->spin - q->spin / 8));
+        q->spin = std::max(waited + waited / 4, q->spin - q->spin / 8);
       else
-        q->spin = waited < cap ? std::min(cap, waited + waited / 4) : L.spin;
+        q->spin = waited < cap ? waited + waited / 4 : L.spin;
+      q->spin = std::clamp(q->spin, L.spin, cap);
     }
   }
   int n = 0;

@@ -614,6 +614,8 @@ EXS_API int exs_cancel(int fd, void* context) {
         s->revoked++;
       }
       finish_op(o, ECANCELED, 0, 0);
+      // A stream whose last waiting receive went may post its ring again.
+      if (s->type == SOCK_STREAM) stream_deliver(s);
     } else if (o->type == op_type::accept) {
       auto it = std::find(s->accepts.begin(), s->accepts.end(), o);
       if (it == s->accepts.end()) return fail(EALREADY);
