@@ -109,7 +109,16 @@ TEST_P(auto_progress, a_receiver_that_never_polls_gets_the_message) {
 // epoll while nothing happens: under 1% of a core. Measured on the
 // progress threads alone (/proc), after the polling that follows work has
 // ended: the process's clock also counts the sanitizers' own threads, and
-// under ASan that alone went past 1% (5.1 ms in 500 ms in CI).
+// under ASan that alone went past 1% (5.1 ms in 500 ms in CI). Sanitized,
+// the bound is 5%: lnx's two threads (its cores' domains), idle, used 5.5 ms
+// under ASan in CI where a regular build measures about 0.3 ms, and a
+// thread that spins would still use about 500.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr double idle_cpu_ms = 25.0;
+#else
+constexpr double idle_cpu_ms = 5.0;
+#endif
+
 TEST_P(auto_progress, an_idle_domain_costs_no_cpu) {
   fi_addr_t fb;
   fid_ep* b = open_ep(cq, &fb);
@@ -128,7 +137,7 @@ TEST_P(auto_progress, an_idle_domain_costs_no_cpu) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const double used = progress_threads_cpu_ms(threads) - before;
   EXPECT_GE(threads, 1) << "no weft-progress thread";
-  EXPECT_LT(used, 5.0) << threads << " progress threads used " << used << " ms of CPU in 500 ms";
+  EXPECT_LT(used, idle_cpu_ms) << threads << " progress threads used " << used << " ms of CPU in 500 ms";
 }
 
 INSTANTIATE_TEST_SUITE_P(all, auto_progress, testing::ValuesIn(all_configs), config_name);
