@@ -247,9 +247,9 @@ void kick() {
 // While a thread spins in exs_qdequeue it drives progress, and the progress
 // thread sleeps until the lease ends (at most 2 ms) or the spinner gives up.
 // Kicking it for every post only woke it to find the spinner there: it
-// preempted the posting thread on its core, made a pass and slept again,
-// two context switches and an eventfd write a message (a 64 KiB blast
-// across two namespaces ran at ~0.9x the kernel's sockets with it).
+// preempted the posting thread on its core, made a pass and slept again:
+// two context switches and an eventfd write a message (docs/decisions.md,
+// "Extended sockets").
 void nudge() {
   library& L = lib();
   if (L.spin_lease > std::chrono::steady_clock::now()) return;

@@ -103,10 +103,9 @@ EXS_API int exs_qdequeue(exs_qhandle_t qh, exs_event_t* events, int nevents,
     q->waiters--;
     // The spin follows the waits: one that ended soon after this thread
     // gave up would have been caught by a longer spin (a 1 MiB message
-    // takes longer than EXS_SPIN_US to arrive, and each sleep made the
-    // sender's side wake this core again and again as its bytes came in:
-    // ~16 context switches a message, half the throughput across two
-    // namespaces); a long idle wait puts it back to EXS_SPIN_US.
+    // takes longer than EXS_SPIN_US to arrive, and while this thread slept
+    // the sender's side woke this core again and again as the bytes came
+    // in); a long idle wait puts it back to EXS_SPIN_US.
     if (L.spin.count() > 0 && L.thread_started && !q->events.empty()) {
       const auto waited = std::chrono::steady_clock::now() - start;
       const auto cap = 10 * L.spin;
