@@ -60,7 +60,7 @@ inline uint64_t pack_data(uint32_t id, uint64_t kind, uint64_t n) {
 constexpr size_t grant_max_bytes = (size_t(1) << 24) - 1;  // what data_grant can say
 // What a receive posted in place is granted at most when the peer is on
 // another host: a bigger receive completes with up to this much. Across two
-// namespaces weft's tcp carried a stream of 1 MiB frames at about half the
+// namespaces weft's tcp carried a stream of 1 MiB frames well below the
 // rate of 256 KiB ones (the same bytes, 16 in flight); within a host the
 // bound only cost (docs/decisions.md, "Extended sockets").
 constexpr size_t grant_piece_bytes = size_t(256) << 10;

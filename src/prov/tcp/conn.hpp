@@ -154,8 +154,8 @@ class conn {
   // Bytes one sendmsg is asked to take at most. The socket stays locked
   // for a whole call, and the peer's acknowledgements wait in its backlog
   // meanwhile: calls of many MiB (16 queued 1 MiB sends) carried a stream
-  // across two namespaces at about half the rate of calls of 256 KiB
-  // (docs/decisions.md).
+  // across two namespaces well below the rate of calls of 256 KiB
+  // (docs/decisions.md, docs/performance.md "Session 24").
   static constexpr size_t write_max = 256 * 1024;
   enum class io : uint8_t { ok, blocked, error };
 
