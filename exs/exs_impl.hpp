@@ -303,10 +303,12 @@ void pump(sock* s);
 void finish_op(op* o, int err, size_t bytes, int flags);
 void maybe_free(op* o);
 void fail_all(sock* s, int send_err, int recv_err, int recv_flags);
-void post_rx_ring(sock* s);
 int setup_connected(sock* s);  // credit MR and stream ring, before connect/accept
 void handle_cq(fabric_ctx* fc);
 void stream_deliver(sock* s);
+// Posts `o`'s buffers to the provider as one receive (at_provider, a
+// provider reference taken); fi_recvmsg's answer.
+ssize_t recv_at_provider(sock* s, op* o);
 uint64_t credit_key(sock* s);
 sock* new_sock(int type, int family);  // with its descriptor, in by_id (not in socks)
 

@@ -303,23 +303,13 @@ ssize_t post_recv(int fd, const iovec* iov, int iovcnt, int flags, const exs_mha
     finish_op(o, err, 0, err ? 0 : EXS_EVT_FLAG_EOF);
     maybe_free(o);
   } else {
-    void* d[EXS_IOV_MAX];
-    for (int i = 0; i < o->iovcnt; ++i) d[i] = desc_for(o->rg[i], s->fc);
-    fi_msg m{};
-    m.msg_iov = o->iov;
-    m.desc = d;
-    m.iov_count = size_t(o->iovcnt);
-    m.context = o;
-    ssize_t r = fi_recvmsg(s->ep, &m, 0);
-    if (r) {
+    if (ssize_t r = recv_at_provider(s, o)) {
       q->reserved--;
       for (int i = 0; i < o->iovcnt; ++i) o->rg[i]->users--;
       o->finished = true;
       maybe_free(o);
       return fail(r == -FI_EAGAIN ? EAGAIN : errno_of_fi(int(r)));
     }
-    o->prov_refs++;
-    o->at_provider = true;
     s->recvs.push_back(o);
     // One more message may come: grant it, unless a cancelled receive's
     // credit is still out.

@@ -59,6 +59,22 @@ void finish_op(op* o, int err, size_t bytes, int flags) {
   if (o->q) push_event(o->q, ev);
 }
 
+ssize_t recv_at_provider(sock* s, op* o) {
+  void* d[EXS_IOV_MAX];
+  for (int i = 0; i < o->iovcnt; ++i) d[i] = desc_for(o->rg[i], s->fc);
+  fi_msg m{};
+  m.msg_iov = o->iov;
+  m.desc = d;
+  m.iov_count = size_t(o->iovcnt);
+  m.context = o;
+  ssize_t r = fi_recvmsg(s->ep, &m, 0);
+  if (r == 0) {
+    o->prov_refs++;
+    o->at_provider = true;
+  }
+  return r;
+}
+
 // Completes every operation of `s` not yet completed: the connection is
 // over (peer's end, an error, a local shutdown or close).
 void fail_all(sock* s, int send_err, int recv_err, int recv_flags) {
@@ -259,16 +275,7 @@ void repost(sock* s, rxbuf* b) {
 // what arrived).
 bool post_direct(sock* s, op* o) {
   if (o->iovcnt > int(s->iov_limit) || o->total == 0) return false;
-  void* d[EXS_IOV_MAX];
-  for (int i = 0; i < o->iovcnt; ++i) d[i] = desc_for(o->rg[i], s->fc);
-  fi_msg m{};
-  m.msg_iov = o->iov;
-  m.desc = d;
-  m.iov_count = size_t(o->iovcnt);
-  m.context = o;
-  if (fi_recvmsg(s->ep, &m, 0) != 0) return false;
-  o->prov_refs++;
-  o->at_provider = true;
+  if (recv_at_provider(s, o) != 0) return false;
   if (!s->grant_cap) s->grant_cap = on_this_host(s->peer) ? grant_max_bytes : grant_piece_bytes;
   add_run(s->owed_runs, std::min(o->total, s->grant_cap), 1);
   return true;
