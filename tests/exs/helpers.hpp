@@ -84,6 +84,18 @@ inline pair_t connect_pair(int l, int type, exs_qhandle_t q) {
   return p;
 }
 
+// Closes a connected pair and its listener, drops the events left on `q`
+// and deletes it (which must succeed: nothing is outstanding any more).
+inline void close_pair(const pair_t& p, int l, exs_qhandle_t q) {
+  exs_close(p.client);
+  exs_close(p.server);
+  exs_close(l);
+  const timespec none{0, 0};
+  exs_event_t ev;
+  while (exs_qdequeue(q, &ev, 1, &none) == 1) {}
+  EXPECT_EQ(exs_qdelete(q), 0);
+}
+
 inline void fill(std::vector<char>& v, unsigned seed) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = char((i * 131 + seed * 7) % 251);
 }

@@ -25,14 +25,7 @@ struct conn_fixture {
     l = listener(type);
     p = connect_pair(l, type, q);
   }
-  ~conn_fixture() {
-    exs_close(p.client);
-    exs_close(p.server);
-    exs_close(l);
-    exs_event_t ev;
-    while (exs_qdequeue(q, &ev, 1, &zero) == 1) {}
-    EXPECT_EQ(exs_qdelete(q), 0);
-  }
+  ~conn_fixture() { close_pair(p, l, q); }
 };
 }  // namespace
 

@@ -15,8 +15,6 @@ using namespace exstest;
 
 namespace {
 
-const timespec zero{0, 0};
-
 // A listener whose accepted sockets get a receive ring of `bufs` x `chunk`.
 int ring_listener(int bufs, int chunk) {
   int l = exs_socket(AF_INET, SOCK_STREAM, 0);
@@ -134,12 +132,7 @@ TEST(exs_stream, a_receive_waiting_for_bytes_is_filled_in_place) {
   size_t largest = exchange(p.client, p.server, q, out, 5, {256 << 10, 16 << 10, 16 << 10, 4, 4},
                             slots);
   EXPECT_EQ(largest, size_t(16 << 10)) << "no receive was filled in place";
-  exs_close(p.client);
-  exs_close(p.server);
-  exs_close(l);
-  exs_event_t ev;
-  while (exs_qdequeue(q, &ev, 1, &zero) == 1) {}
-  EXPECT_EQ(exs_qdelete(q), 0);
+  close_pair(p, l, q);
   free_all(slots);
 }
 
@@ -164,12 +157,7 @@ TEST(exs_stream, bytes_keep_their_order_between_the_ring_and_receives_in_place) 
     fill(out, seed);
     std::vector<slot*> slots;
     exchange(p.client, p.server, q, out, seed++, c.sh, slots);
-    exs_close(p.client);
-    exs_close(p.server);
-    exs_close(l);
-    exs_event_t ev;
-    while (exs_qdequeue(q, &ev, 1, &zero) == 1) {}
-    EXPECT_EQ(exs_qdelete(q), 0);
+    close_pair(p, l, q);
     free_all(slots);
   }
 }
@@ -214,12 +202,7 @@ TEST(exs_stream, a_receive_posted_in_place_is_not_cancelled) {
     EXPECT_EQ(ev.exs_evt_bytes, 1000);
     break;
   }
-  exs_close(p.client);
-  exs_close(p.server);
-  exs_close(l);
-  exs_event_t ev;
-  while (exs_qdequeue(q, &ev, 1, &zero) == 1) {}
-  EXPECT_EQ(exs_qdelete(q), 0);
+  close_pair(p, l, q);
   exs_mderegister(&mm);
   exs_mderegister(&mi);
   exs_mderegister(&mo);
