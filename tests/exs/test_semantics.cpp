@@ -14,7 +14,6 @@
 using namespace exstest;
 
 namespace {
-const timespec zero{0, 0};
 
 struct conn_fixture {
   exs_qhandle_t q;
