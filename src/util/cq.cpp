@@ -605,6 +605,17 @@ void cq::forward_to(fid_peer_cq& owner) noexcept {
     fwd_target_ = f.target;
     fwd_refused_ = f.refused;
     fwd_write_ = &forward_owner_ops<Lock>::write_entry;
+    // The target's policy is this CQ's: endpoints may write into it
+    // (write_target) and run from its progress list (its runs take that
+    // policy).
+    bool same = false;
+    with_lock_kind(domain_->locks(), [&]<class Own>() { same = std::is_same_v<Own, Lock>; });
+    if (!same) return;
+    direct_target_ = f.target;
+    if (f.share_progress) {
+      hooks_ = &f.target->progress_;
+      f.progress_shared = true;
+    }
   };
   take.template operator()<null_lock>();
   take.template operator()<mutex_lock>();

@@ -14,7 +14,9 @@
 // `divert_` word, which also carries trigger claims) and hands the completion
 // straight to the owner's fid_peer_cq (owner_ops->write / writeerr): one
 // write into the owner, no copy here (an owner that is util's own,
-// cq_forward, is written into directly, below). Only when the owner answers -FI_EAGAIN
+// cq_forward, is written into directly, below, and endpoints bound to the
+// peer CQ may write into its CQ themselves: write_target). Only when the
+// owner answers -FI_EAGAIN
 // (its CQ is full) does the completion wait in this CQ's ring, and every
 // later one behind it, so the owner sees them in order; the owner's
 // fi_cq_read(cq, NULL, 0), which drives progress, hands them over. A full
@@ -68,7 +70,7 @@ class cq : public fid_object<cq, fid_cq> {
   }
   // Appends a completion; false (and nothing written) when the ring is full.
   template <class Lock>
-  bool write(const cq_entry& e) noexcept {
+  WEFT_ALWAYS_INLINE bool write(const cq_entry& e) noexcept {
     if (uint32_t d = divert_.load(std::memory_order_acquire)) [[unlikely]]
       return write_diverted<Lock>(e, d);
     {
@@ -103,7 +105,11 @@ class cq : public fid_object<cq, fid_cq> {
   void add_claim() noexcept { divert_.fetch_add(1, std::memory_order_acq_rel); }
   void drop_claim() noexcept { divert_.fetch_sub(1, std::memory_order_acq_rel); }
 
-  progress_list& progress() noexcept { return progress_; }
+  // Where endpoints bound to this CQ register their progress hooks: its
+  // own list, or, for a peer CQ whose owner is util's and asked for it
+  // (cq_forward::share_progress), the owner's CQ's, so that reading the
+  // owner drives the endpoint with no read of this CQ between.
+  progress_list& progress() noexcept { return *hooks_; }
   // A file descriptor whose readiness means progress may complete something.
   errc add_wait_fd(int fd) noexcept;
   void remove_wait_fd(int fd) noexcept;
@@ -136,6 +142,12 @@ class cq : public fid_object<cq, fid_cq> {
   ssize_t peer_progress(const void* buf, size_t count) noexcept;
   // The owner's CQ, or null for a CQ the application reads.
   fid_peer_cq* owner() const noexcept { return owner_; }
+  // The CQ an endpoint bound to this one writes its completions and asks
+  // for room in: this one, or, for a peer CQ whose owner is util's own
+  // (cq_forward) and takes the same lock policy, the owner's CQ itself
+  // (fi_ep_bind, ep_bindings). No copy, no call and no queue between: when
+  // that CQ is full the endpoint holds back as it would on its own CQ.
+  cq* write_target() noexcept { return direct_target_ ? direct_target_ : this; }
 
   int control(int command, void* arg);
   int close();
@@ -171,7 +183,7 @@ class cq : public fid_object<cq, fid_cq> {
   bool write_diverted(const cq_entry& e, uint32_t d) noexcept;
   template <class Lock>
   bool write_error_to_owner(const fi_cq_err_entry& e) noexcept;
-  void wake() noexcept {
+  WEFT_ALWAYS_INLINE void wake() noexcept {
     if (signal_on_write_.load(std::memory_order_relaxed)) wake_slow();
   }
   void wake_slow() noexcept;
@@ -217,6 +229,9 @@ class cq : public fid_object<cq, fid_cq> {
   cq* fwd_target_ = nullptr;
   bool (*fwd_write_)(cq& target, const cq_entry& e) noexcept = nullptr;
   std::atomic<bool>* fwd_refused_ = nullptr;
+  // fwd_target_ again when it takes this CQ's lock policy (write_target).
+  cq* direct_target_ = nullptr;
+  progress_list* hooks_ = &progress_;  // progress()
   std::mutex flush_mutex_;        // one flusher at a time keeps the owner's order
   wait_set_binding wait_set_;  // FI_WAIT_SET
   friend wait_member cq_wait_member(struct fid* f) noexcept;
@@ -227,13 +242,24 @@ class cq : public fid_object<cq, fid_cq> {
 // fid_peer_cq whose owner_ops is forward_ops<Lock>() (Lock: the target's
 // policy) writes into `target`, and sets `refused` when it is full (the
 // owner then reads every peer CQ until none holds a completion back). A
-// peer CQ of util whose owner is one writes each completion straight into
-// the target (cq::write_diverted): one call with the entry as it is,
-// instead of owner_ops->write's eight arguments and the entry rebuilt on
-// the other side. Any other owner gets owner_ops, as fi_peer(3) says.
+// peer CQ of util whose owner is one, of its own lock policy, gives the
+// endpoints bound to it the target itself to write into (write_target);
+// of another policy, it writes each completion straight into the target
+// (cq::write_diverted): one call with the entry as it is, instead of
+// owner_ops->write's eight arguments and the entry rebuilt on the other
+// side. Any other owner gets owner_ops, as fi_peer(3) says.
+//
+// With share_progress (set by the owner before the peer CQ's open), a util
+// peer CQ of the same lock policy as the target registers the hooks of the
+// endpoints bound to it on the target's progress list (cq::progress), and
+// says so in progress_shared: reading the target then drives those
+// endpoints, and the owner need not read the peer CQ for that (only to hand
+// over what a full target refused).
 struct cq_forward : fid_peer_cq {
   cq* target = nullptr;
   std::atomic<bool>* refused = nullptr;
+  bool share_progress = false;
+  bool progress_shared = false;
   fi_peer_cq_context ctx{sizeof(fi_peer_cq_context), nullptr};  // ctx.cq: this
   template <class Lock>
   static fi_ops_cq_owner* forward_ops() noexcept;

@@ -40,8 +40,14 @@ int ep_bindings::bind(domain& dom, fid* bfid, uint64_t flags, progress_hook hook
         WEFT_WARN(prov, FI_LOG_EP_CTRL, "the endpoint already has a CQ for that direction");
         return to_fi(errc::inval);
       }
-      if (flags & (FI_TRANSMIT | FI_SEND)) take(tx_cq, c), tx_selective = sel;
-      if (flags & FI_RECV) take(rx_cq, c), rx_selective = sel;
+      cq* to = c->write_target();
+      ref<cq>* peer_slots[] = {(flags & (FI_TRANSMIT | FI_SEND)) ? &tx_peer : nullptr,
+                               (flags & FI_RECV) ? &rx_peer : nullptr};
+      if (flags & (FI_TRANSMIT | FI_SEND)) take(tx_cq, to), tx_selective = sel;
+      if (flags & FI_RECV) take(rx_cq, to), rx_selective = sel;
+      if (to != c)
+        for (ref<cq>* slot : peer_slots)
+          if (slot) slot->reset(c);
       c->progress().add(hook);
       if (wait_fd >= 0) c->add_wait_fd(wait_fd);
       return 0;
@@ -162,7 +168,7 @@ int ops_flags_control(const fi_provider* prov, int command, void* arg, uint64_t&
 
 void ep_bindings::unbind(void* hook_obj, int wait_fd) noexcept {
   if (trigger_engine* t = triggers.load(std::memory_order_acquire)) t->flush_owner(this);
-  for (cq* c : {tx_cq.get(), rx_cq.get()}) {
+  for (cq* c : {tx_bound(), rx_bound()}) {
     if (!c) continue;
     c->progress().remove(hook_obj);
     if (wait_fd >= 0) c->remove_wait_fd(wait_fd);
@@ -180,6 +186,8 @@ void ep_bindings::unbind(void* hook_obj, int wait_fd) noexcept {
   if (av_) av_->unwatch(hook_obj);
   tx_cq.reset();
   rx_cq.reset();
+  tx_peer.reset();
+  rx_peer.reset();
   send_cntr.reset();
   recv_cntr.reset();
   read_cntr.reset();

@@ -20,7 +20,14 @@ namespace weft::util {
 
 // The objects an endpoint reports to, fixed by fi_ep_bind before fi_enable.
 struct ep_bindings {
+  // Where completions are written (cq::write_target: the CQ bound, or the
+  // owner's CQ of a peer CQ that writes straight into it) ...
   ref<cq> tx_cq, rx_cq;
+  // ... and the peer CQs bound, when those are not the same: their
+  // progress lists and wait objects are the endpoint's (tx_bound, rx_bound).
+  ref<cq> tx_peer, rx_peer;
+  cq* tx_bound() const noexcept { return tx_peer ? tx_peer.get() : tx_cq.get(); }
+  cq* rx_bound() const noexcept { return rx_peer ? rx_peer.get() : rx_cq.get(); }
   bool tx_selective = false, rx_selective = false;
   ref<cntr> send_cntr, recv_cntr, read_cntr, write_cntr, rem_read_cntr, rem_write_cntr;
   ref<av> av_;

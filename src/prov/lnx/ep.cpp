@@ -164,9 +164,10 @@ bool endpoint::refuse_size(size_t bytes, bool inject) const noexcept {
 int endpoint::close() {
   if (busy()) return to_fi(errc::busy);
   if (watching_) bound_.av_->unwatch(this);
-  // Completions reach the lnx CQs only through our progress hook (peer CQs
-  // pass theirs on when read), so the bindings may go before the core
-  // objects, which the destructor closes.
+  // The bindings go before the core objects, which the destructor closes
+  // at once: the lnx CQs and counters stay open until this call returns
+  // (the application closes them after the endpoint), so the cores' hooks
+  // on their progress lists and their writes into them end first.
   for (core_ep& c : cores_)
     for (auto [q, fd] : c.wait_fds) q->remove_wait_fd(fd);
   bound_.unbind(this, -1);
@@ -187,7 +188,10 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
   // is util's too (util::srx_ctx): its engine takes the place of the
   // endpoint's own, and the cores match through faces of it (enable()).
   if (bfid->fclass == FI_CLASS_SRX_CTX) return shared_.bind(p, *domain_, bfid, flags);
-  util::progress_hook hook{&progress_thunk, this};
+  // A counter's read drives every core (cntr_progress_thunk); a CQ's
+  // drives those whose hooks are not on its list already (bind_cq).
+  util::progress_hook hook{
+      bfid->fclass == FI_CLASS_CNTR ? &cntr_progress_thunk : &progress_thunk, this};
   if (int ret = bound_.bind(*domain_, bfid, flags, hook, -1)) return ret;
   if (bfid->fclass == FI_CLASS_CQ) return bind_cq(*util::cq::from(bfid), flags);
   if (bfid->fclass == FI_CLASS_CNTR) return bind_cntr(*util::cntr::from(bfid), flags);
@@ -195,14 +199,20 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
 }
 
 int endpoint::bind_cq(util::cq& q, uint64_t flags) {
-  auto owner = std::make_unique<cq_owner>();
-  owner->fid.fclass = FI_CLASS_PEER_CQ;
-  owner->owner_ops = locked_ ? util::cq_forward::forward_ops<util::mutex_lock>()
-                             : util::cq_forward::forward_ops<util::null_lock>();
-  owner->target = &q;
-  owner->refused = &backlog_;
-  owner->ctx.cq = owner.get();
   for (core_ep& c : cores_) {
+    // One owner per core: a core read on every lnx read (shm) asks to have
+    // its endpoint's progress hook on the lnx CQ's own list, so reading the
+    // lnx CQ drives it with no peer CQ read between (util::cq_forward).
+    auto owner = std::make_unique<cq_owner>();
+    owner->fid.fclass = FI_CLASS_PEER_CQ;
+    owner->owner_ops = locked_ ? util::cq_forward::forward_ops<util::mutex_lock>()
+                               : util::cq_forward::forward_ops<util::null_lock>();
+    owner->target = &q;
+    owner->refused = &backlog_;
+    owner->ctx.cq = owner.get();
+    owner->share_progress = c.every_read;
+    cq_owner& o = *owner;
+    cq_owners_.push_back(std::move(owner));
     fi_cq_attr a{};
     a.format = FI_CQ_FORMAT_TAGGED;
     // Completions go straight to the lnx CQ; this ring holds only those a
@@ -211,13 +221,14 @@ int endpoint::bind_cq(util::cq& q, uint64_t flags) {
     a.flags = FI_PEER;
     a.wait_obj = q.waiter() ? FI_WAIT_FD : FI_WAIT_NONE;
     fid_cq* core_cq = nullptr;
-    int ret = fi_cq_open(c.cd->domain, &a, &core_cq, &owner->ctx);
+    int ret = fi_cq_open(c.cd->domain, &a, &core_cq, &o.ctx);
     if (ret) {
       WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind: the %s peer CQ: %s", core_name(c),
                 fi_strerror(-ret));
       return ret;
     }
     c.cqs.push_back(core_cq);
+    c.driven_by_cqs = (c.cqs.size() == 1 || c.driven_by_cqs) && o.progress_shared;
     uint64_t f = flags & (FI_TRANSMIT | FI_SEND | FI_RECV | FI_SELECTIVE_COMPLETION);
     if ((ret = fi_ep_bind(c.ep, &core_cq->fid, f))) {
       WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_ep_bind: the %s endpoint refused its CQ: %s",
@@ -234,7 +245,6 @@ int endpoint::bind_cq(util::cq& q, uint64_t flags) {
       }
     }
   }
-  cq_owners_.push_back(std::move(owner));
   return 0;
 }
 
@@ -291,11 +301,6 @@ int endpoint::enable() {
     return to_fi(errc::opbadstate);
   }
   if (int ret = bound_.check_enable(p, FI_EP_RDM, caps_)) return ret;
-  try {
-    every_.reserve(cores_.size());  // progress_thunk's fast path, filled below
-  } catch (const std::bad_alloc&) {
-    return to_fi(errc::nomem);
-  }
   if (util::srx_ctx* app = shared_.app()) {
     // The cores name senders only when the endpoint asked for FI_SOURCE or
     // FI_DIRECTED_RECV (open_cores): without, a context's directed receive
@@ -350,18 +355,20 @@ int endpoint::enable() {
   bound_.av_->watch(this, &av_changed);
   watching_ = true;
   resync(false);
-  // progress_thunk's fast path: one peer CQ per every_read core (any of a
-  // core's peer CQs drives its endpoint). Bindings made later add nothing
-  // it needs for that.
+  // progress_thunk's fast path: nothing when every every_read core's hook
+  // is on the lnx CQs' lists, else the one peer CQ read of the one
+  // every_read core that is not (any of a core's peer CQs drives its
+  // endpoint). Anything else (several, or one without a peer CQ) takes the
+  // full schedule on every read. Bindings made later add nothing it needs.
   every_complete_ = true;
+  every_one_ = nullptr;
   for (core_ep& c : cores_) {
-    if (!c.every_read) continue;
-    if (c.cqs.empty())
+    if (!c.every_read || c.driven_by_cqs) continue;
+    if (c.cqs.empty() || every_one_)
       every_complete_ = false;
     else
-      every_.push_back(c.cqs.front());
+      every_one_ = c.cqs.front();
   }
-  every_one_ = every_.size() == 1 ? every_.front() : nullptr;
   const bool shared_rx = shared_.bound();
   msg = const_cast<fi_ops_msg*>(locked_ ? msg_table<util::mutex_lock>(shared_rx)
                                         : msg_table<util::null_lock>(shared_rx));
@@ -379,26 +386,29 @@ void endpoint::progress_thunk(void* obj) noexcept {
   // read per core is enough (each of a core's peer CQs and counters drives
   // the same endpoint), except when a completion waits in a peer CQ for
   // room in a full lnx CQ: only reading that peer CQ hands it over.
+  // A shm-like core whose hook is on the lnx CQ's list (bind_cq) is driven
+  // by that list, not from here.
   auto* ep = static_cast<endpoint*>(obj);
   const uint64_t n = ep->reads_.load(std::memory_order_relaxed) + 1;
   ep->reads_.store(n, std::memory_order_relaxed);
-  fid_cq* const one = ep->every_one_;
   if (n >= ep->others_at_.load(std::memory_order_relaxed) ||
-      ep->backlog_.load(std::memory_order_relaxed) || !one) [[unlikely]]
-    return ep->progress(n);
-  // The usual link, one shm-like core: its read is the last call, a jump.
-  one->ops->read(one, nullptr, 0);
+      ep->backlog_.load(std::memory_order_relaxed)) [[unlikely]]
+    return ep->progress_all(n, false);
+  // The usual link: nothing (the core's hook is on the list), or one
+  // shm-like core to read, the last call, a jump.
+  if (fid_cq* const one = ep->every_one_) one->ops->read(one, nullptr, 0);
 }
 
-void endpoint::progress(uint64_t n) noexcept {
-  if (n >= others_at_.load(std::memory_order_relaxed) || backlog_.load(std::memory_order_relaxed)) {
-    progress_all(n);
-    return;
-  }
-  for (fid_cq* q : every_) fi_cq_read(q, nullptr, 0);
+void endpoint::cntr_progress_thunk(void* obj) noexcept {
+  // A counter's progress list holds no core's hook: every core is driven
+  // from here, a shm-like one on every read.
+  auto* ep = static_cast<endpoint*>(obj);
+  const uint64_t n = ep->reads_.load(std::memory_order_relaxed) + 1;
+  ep->reads_.store(n, std::memory_order_relaxed);
+  ep->progress_all(n, true);
 }
 
-void endpoint::progress_all(uint64_t n) noexcept {
+void endpoint::progress_all(uint64_t n, bool every_core) noexcept {
   bool all = backlog_.load(std::memory_order_relaxed);
   if (all) backlog_.store(false, std::memory_order_relaxed);
   bool hot = false;
@@ -408,11 +418,15 @@ void endpoint::progress_all(uint64_t n) noexcept {
       hot |= h;
       if (!h && !all && n % idle_stride != 0) continue;
     }
+    // Reading a peer CQ whose hooks are on the lnx CQ's list hands over
+    // what the lnx CQ refused (`all`) but drives nothing; its counter does.
+    const bool by_cq = !c.driven_by_cqs;
     if (all) {
       for (fid_cq* q : c.cqs) fi_cq_read(q, nullptr, 0);
-    } else if (!c.cqs.empty()) {
+      if (!by_cq && every_core && !c.cntrs.empty()) fi_cntr_read(c.cntrs.front());
+    } else if (by_cq && !c.cqs.empty()) {
       fi_cq_read(c.cqs.front(), nullptr, 0);
-    } else if (!c.cntrs.empty()) {
+    } else if ((by_cq || every_core) && !c.cntrs.empty()) {
       fi_cntr_read(c.cntrs.front());
     }
   }

@@ -133,6 +133,10 @@ struct core_ep {
   // hot_until is the lnx read count until which it is hot (atomic_ref: the
   // send path and progress may run at once).
   bool every_read = false;
+  // Every peer CQ of this core put the core endpoint's progress hook on its
+  // lnx CQ's list (util::cq_forward::share_progress): reading an lnx CQ
+  // drives it, reading its peer CQs does not (its counters still do).
+  bool driven_by_cqs = false;
   uint64_t hot_until = 0;
 };
 
@@ -224,9 +228,9 @@ class endpoint : public util::endpoint_object<endpoint> {
   int enable();
   int bind_cq(util::cq& c, uint64_t flags);
   int bind_cntr(util::cntr& c, uint64_t flags);
+  // The progress hooks: on lnx CQs, and on lnx counters.
   static void progress_thunk(void* obj) noexcept;
-  // progress_thunk's rest: the full schedule, or several every_read cores.
-  [[gnu::noinline]] void progress(uint64_t n) noexcept;
+  static void cntr_progress_thunk(void* obj) noexcept;
   static void av_changed(void* obj, bool inserted_only) noexcept;
   // Under ctl_: the route of fi_addr a, made now (0 when it cannot be).
   uint64_t resolve(fi_addr_t a) noexcept;
@@ -263,17 +267,19 @@ class endpoint : public util::endpoint_object<endpoint> {
   std::atomic<uint64_t> reads_{0};
   // The schedule's fast path: the read count from which progress_thunk takes
   // the full schedule (progress_all: hot or striding cores, a backlog), and
-  // until then the one peer CQ read per every_read core it makes instead
-  // (every_, set at fi_enable; 0 before it, and when an every_read core has
-  // no peer CQ to read: the full schedule on every read). A send on a
+  // until then the one peer CQ read it makes instead (every_one_, set at
+  // fi_enable, or none; others_at_ is 0 before it, and stays so when the
+  // fast path cannot drive every every_read core: the full schedule on
+  // every read). A send on a
   // striding core sets it to 0. (A send on another thread between
   // progress_all's look and its store can be overwritten: that core is then
   // read at the next stride, idle_stride reads later at most.)
   std::atomic<uint64_t> others_at_{0};
-  std::vector<fid_cq*> every_;
-  fid_cq* every_one_ = nullptr;  // every_'s only entry, when it has one
+  fid_cq* every_one_ = nullptr;
   bool every_complete_ = false;
-  void progress_all(uint64_t n) noexcept;
+  // The full schedule; every_core: from a counter's read, which drives
+  // the cores an lnx CQ's list drives too.
+  void progress_all(uint64_t n, bool every_core) noexcept;
   // A core's completion met a full lnx CQ and waits in its peer CQ: every
   // peer CQ is read (which hands it over) until none is refused.
   std::atomic<bool> backlog_{false};

@@ -279,7 +279,7 @@ int endpoint::enable() {
   want_source_ = (caps_ & (FI_SOURCE | FI_DIRECTED_RECV)) != 0;
   // Someone may sleep on a bound CQ or counter: wake them to run progress.
   bool sleeper = false;
-  for (util::cq* c : {bound_.tx_cq.get(), bound_.rx_cq.get()})
+  for (util::cq* c : {bound_.tx_bound(), bound_.rx_bound()})
     if (c && c->waiter()) sleeper = true;
   for (util::cntr* c : {bound_.send_cntr.get(), bound_.recv_cntr.get()})
     if (c && c->waiter()) sleeper = true;
@@ -413,7 +413,7 @@ void endpoint::watch_sleepers() noexcept {
   // application polls us (it sees messages first) or the thread polls for a
   // moment after work (auto_work).
   bool want = auto_ && !app_polling_ && !spinning_;
-  for (util::cq* c : {bound_.tx_cq.get(), bound_.rx_cq.get()})
+  for (util::cq* c : {bound_.tx_bound(), bound_.rx_bound()})
     if (c && c->may_sleep()) want = true;
   for (util::cntr* c : {bound_.send_cntr.get(), bound_.recv_cntr.get()})
     if (c && c->may_sleep()) want = true;

@@ -227,7 +227,7 @@ bool endpoint::attach_stream(conn& c) noexcept {
 
 void endpoint::watch_sleepers(conn& c) noexcept {
   bool want = false;
-  for (util::cq* q : {bound_.tx_cq.get(), bound_.rx_cq.get()})
+  for (util::cq* q : {bound_.tx_bound(), bound_.rx_bound()})
     if (q && q->may_sleep()) want = true;
   for (util::cntr* n : {bound_.send_cntr.get(), bound_.recv_cntr.get(), bound_.read_cntr.get(),
                         bound_.write_cntr.get(), bound_.rem_read_cntr.get(),

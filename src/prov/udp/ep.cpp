@@ -223,7 +223,7 @@ int endpoint::setname(const void* addr, size_t addrlen) {
     sock_ = std::move(keep);
     return to_fi(e);
   }
-  for (util::cq* c : {bound_.tx_cq.get(), bound_.rx_cq.get()})
+  for (util::cq* c : {bound_.tx_bound(), bound_.rx_bound()})
     if (c) c->remove_wait_fd(old), c->add_wait_fd(sock_.get());
   return 0;
 }

@@ -1211,7 +1211,7 @@ void rdm_endpoint::tick_for_sleepers(uint64_t now) noexcept {
 }
 
 bool rdm_endpoint::sleeper_bound() const noexcept {
-  for (util::cq* c : {bound_.tx_cq.get(), bound_.rx_cq.get()})
+  for (util::cq* c : {bound_.tx_bound(), bound_.rx_bound()})
     if (c && c->may_sleep()) return true;
   for (util::cntr* c : {bound_.send_cntr.get(), bound_.recv_cntr.get(), bound_.read_cntr.get(),
                         bound_.write_cntr.get(), bound_.rem_read_cntr.get(),

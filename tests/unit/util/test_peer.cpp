@@ -16,6 +16,7 @@
 #include "util/cntr.hpp"
 #include "util/cq.hpp"
 #include "util/domain.hpp"
+#include "util/endpoint.hpp"
 #include "util/fabric.hpp"
 #include "util_env.hpp"
 
@@ -280,6 +281,122 @@ TEST_P(peer_test, cq_an_owner_of_util_is_written_straight_into_and_holds_back_in
   EXPECT_EQ(got[1].op_context, &ctx[3]);
   EXPECT_EQ(got[1].tag, 3u);
   EXPECT_EQ(fi_close(&c->fid), 0);
+  EXPECT_EQ(fi_close(&target->fid), 0);
+}
+
+// share_progress: the hooks of endpoints bound to the peer CQ go on the
+// target's list, so reading the target drives them (lnx's shm core) and
+// reading the peer CQ does not; without it, the other way round.
+TEST_P(peer_test, cq_an_owner_of_util_may_take_the_peers_progress_hooks) {
+  for (bool share : {true, false}) {
+    SCOPED_TRACE(share ? "shared" : "not shared");
+    fi_cq_attr ta{};
+    ta.format = FI_CQ_FORMAT_TAGGED;
+    fid_cq* target = nullptr;
+    ASSERT_EQ(fi_cq_open(dom_, &ta, &target, nullptr), 0);
+    std::atomic<bool> refused{false};
+    cq_forward fwd;
+    fwd.fid.fclass = FI_CLASS_PEER_CQ;
+    fwd.owner_ops =
+        with_lock_kind(dom_->locks(), []<class L>() { return cq_forward::forward_ops<L>(); });
+    fwd.target = cq::from(target);
+    fwd.refused = &refused;
+    fwd.ctx.cq = &fwd;
+    fwd.share_progress = share;
+    fi_cq_attr a{};
+    a.format = FI_CQ_FORMAT_TAGGED;
+    a.flags = FI_PEER;
+    fid_cq* c = nullptr;
+    ASSERT_EQ(fi_cq_open(dom_, &a, &c, &fwd.ctx), 0);
+    EXPECT_EQ(fwd.progress_shared, share);
+    struct fake_ep {
+      int runs = 0;
+      static void run(void* p) noexcept { ++static_cast<fake_ep*>(p)->runs; }
+    } ep;
+    cq::from(c)->progress().add({&fake_ep::run, &ep});  // what fi_ep_bind does
+    fi_cq_tagged_entry got;
+    EXPECT_EQ(fi_cq_read(target, &got, 1), -FI_EAGAIN);
+    EXPECT_EQ(ep.runs, share ? 1 : 0);
+    EXPECT_EQ(fi_cq_read(c, nullptr, 0), 0);
+    EXPECT_EQ(ep.runs, 1);
+    cq::from(c)->progress().remove(&ep);  // what closing the endpoint does
+    EXPECT_EQ(fi_cq_read(target, &got, 1), -FI_EAGAIN);
+    EXPECT_EQ(fi_cq_read(c, nullptr, 0), 0);
+    EXPECT_EQ(ep.runs, 1);
+    EXPECT_EQ(fi_close(&c->fid), 0);
+    EXPECT_EQ(fi_close(&target->fid), 0);
+  }
+}
+
+// fi_ep_bind of a peer CQ whose owner is util's own, of the same lock
+// policy: the endpoint writes into the owner's CQ itself and asks it for
+// room (tx_cq/rx_cq), while the peer CQ stays what it bound (its wait
+// object, tx_bound/rx_bound); with share_progress its hook is on the
+// owner's list. A peer CQ of a foreign owner is written as bound.
+TEST_P(peer_test, cq_an_endpoint_bound_to_a_peer_of_util_writes_into_the_owners_cq) {
+  fi_cq_attr ta{};
+  ta.format = FI_CQ_FORMAT_TAGGED;
+  ta.size = 2;
+  fid_cq* target = nullptr;
+  ASSERT_EQ(fi_cq_open(dom_, &ta, &target, nullptr), 0);
+  std::atomic<bool> refused{false};
+  cq_forward fwd;
+  fwd.fid.fclass = FI_CLASS_PEER_CQ;
+  fwd.owner_ops =
+      with_lock_kind(dom_->locks(), []<class L>() { return cq_forward::forward_ops<L>(); });
+  fwd.target = cq::from(target);
+  fwd.refused = &refused;
+  fwd.ctx.cq = &fwd;
+  fwd.share_progress = true;
+  fi_cq_attr a{};
+  a.format = FI_CQ_FORMAT_TAGGED;
+  a.flags = FI_PEER;
+  fid_cq* c = nullptr;
+  ASSERT_EQ(fi_cq_open(dom_, &a, &c, &fwd.ctx), 0);
+  EXPECT_EQ(cq::from(c)->write_target(), cq::from(target));
+
+  struct fake_ep {
+    int runs = 0;
+    static void run(void* p) noexcept { ++static_cast<fake_ep*>(p)->runs; }
+  } ep;
+  {
+    ep_bindings b;
+    ASSERT_EQ(b.bind(*dom_, &c->fid, FI_TRANSMIT | FI_RECV, {&fake_ep::run, &ep}, -1), 0);
+    EXPECT_EQ(b.tx_cq.get(), cq::from(target));
+    EXPECT_EQ(b.rx_cq.get(), cq::from(target));
+    EXPECT_EQ(b.tx_bound(), cq::from(c));
+    EXPECT_EQ(b.rx_bound(), cq::from(c));
+    EXPECT_EQ(fi_close(&c->fid), -FI_EBUSY) << "the endpoint holds the peer CQ it bound";
+    // Room is the owner's: two entries, then the endpoint holds back.
+    int ctx[2];
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(has_room(b.rx_cq.get()));
+      EXPECT_TRUE(write(b.rx_cq.get(), {&ctx[i], FI_RECV | FI_MSG, 1, nullptr, 0, 0, 5, 0}));
+    }
+    EXPECT_FALSE(has_room(b.rx_cq.get()));
+    EXPECT_FALSE(refused.load()) << "nothing went through the peer CQ";
+    fi_cq_tagged_entry got[2];
+    ASSERT_EQ(fi_cq_read(target, got, 2), 2);  // runs the endpoint's hook too
+    EXPECT_EQ(got[0].op_context, &ctx[0]);
+    EXPECT_EQ(got[1].op_context, &ctx[1]);
+    EXPECT_EQ(ep.runs, 1);
+    b.unbind(&ep, -1);
+    EXPECT_EQ(fi_cq_read(target, got, 2), -FI_EAGAIN);
+    EXPECT_EQ(ep.runs, 1) << "unbinding took the hook off the owner's list";
+  }
+  EXPECT_EQ(fi_close(&c->fid), 0);
+
+  owner_cq o;  // a foreign owner: the endpoint writes into the peer CQ
+  fid_cq* f = open_cq(o);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(cq::from(f)->write_target(), cq::from(f));
+  {
+    ep_bindings b;
+    ASSERT_EQ(b.bind(*dom_, &f->fid, FI_RECV, {&fake_ep::run, &ep}, -1), 0);
+    EXPECT_EQ(b.rx_cq.get(), cq::from(f));
+    EXPECT_EQ(b.rx_bound(), cq::from(f));
+    b.unbind(&ep, -1);
+  }
   EXPECT_EQ(fi_close(&target->fid), 0);
 }
 
