@@ -333,7 +333,8 @@ TEST_P(fenced, an_idle_endpoint_takes_a_fenced_send_at_once) {
 INSTANTIATE_TEST_SUITE_P(all, fenced, testing::ValuesIn(all_configs), config_name);
 
 // FI_FENCE appears in an fi_info only from providers that implement it
-// (shm, tcp), as a capability, never as a default operation flag.
+// (shm, tcp, and lnx, which passes it to them), as a capability, never as a
+// default operation flag.
 TEST(fence_core, only_providers_that_implement_it_list_it) {
   fi_info* hints[3] = {nullptr, fi_allocinfo(), fi_allocinfo()};
   hints[1]->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
@@ -345,7 +346,7 @@ TEST(fence_core, only_providers_that_implement_it_list_it) {
     for (fi_info* i = info; i; i = i->next, ++answers) {
       SCOPED_TRACE(i->fabric_attr->prov_name);
       const std::string prov = i->fabric_attr->prov_name;
-      if (prov != "shm" && prov != "tcp") {
+      if (prov != "shm" && prov != "tcp" && prov != "lnx") {
         EXPECT_EQ(i->caps & FI_FENCE, 0u);
         EXPECT_EQ(i->tx_attr->caps & FI_FENCE, 0u);
       }

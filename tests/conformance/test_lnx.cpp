@@ -16,15 +16,27 @@ INSTANTIATE_TEST_SUITE_P(threading, lnx, ::testing::Values(FI_THREAD_DOMAIN, FI_
                            return std::string(p.param == FI_THREAD_SAFE ? "safe" : "domain");
                          });
 
-TEST(lnx_getinfo, is_offered_when_asked_for_by_name_and_says_only_what_it_carries) {
+// The default link (FI_LNX_PROV_LINKS unset): shm+tcp, offered to every
+// caller after every other provider, one per tcp interface; and named.
+TEST(lnx_getinfo, the_default_link_is_offered_last_and_says_only_what_it_carries) {
   if (getenv("FI_LNX_PROV_LINKS") || getenv("FI_PROVIDER")) GTEST_SKIP() << "environment set";
   fi_info* h = fi_allocinfo();
   h->ep_attr->type = FI_EP_RDM;
   h->caps = FI_MSG | FI_TAGGED;
   fi_info* list = nullptr;
   ASSERT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), 0);
-  for (fi_info* i = list; i; i = i->next)
-    EXPECT_STRNE(i->fabric_attr->prov_name, "lnx") << "not offered to callers that do not ask";
+  int links = 0, others = 0;
+  for (fi_info* i = list; i; i = i->next) {
+    if (std::string(i->fabric_attr->prov_name) != "lnx") {
+      EXPECT_EQ(links, 0) << i->fabric_attr->prov_name << " after an lnx entry";
+      ++others;
+      continue;
+    }
+    ++links;
+    EXPECT_EQ(std::string(i->domain_attr->name).rfind("shm+tcp:", 0), 0u) << i->domain_attr->name;
+  }
+  EXPECT_GT(others, 0);
+  EXPECT_GT(links, 0) << "offered to callers that do not name it";
   fi_freeinfo(list);
 
   h->fabric_attr->prov_name = strdup("lnx");
@@ -589,6 +601,24 @@ TEST(lnx_env, a_link_set_in_the_environment_is_offered_to_every_caller) {
   }
   EXPECT_EQ(lnx, 1);
   fi_freeinfo(list);
+}
+
+// FI_PROVIDER=^lnx hides the default link (run so by conformance.lnx_hidden).
+TEST(lnx_env, excluded_by_fi_provider_it_is_not_offered) {
+  const char* p = getenv("FI_PROVIDER");
+  if (!p || std::string(p) != "^lnx") GTEST_SKIP() << "run with FI_PROVIDER=^lnx";
+  fi_info* h = fi_allocinfo();
+  h->ep_attr->type = FI_EP_RDM;
+  fi_info* list = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), 0);
+  int others = 0;
+  for (fi_info* i = list; i; i = i->next, ++others)
+    EXPECT_STRNE(i->fabric_attr->prov_name, "lnx");
+  EXPECT_GT(others, 0);
+  fi_freeinfo(list);
+  h->fabric_attr->prov_name = strdup("lnx");
+  EXPECT_EQ(fi_getinfo(FI_VERSION(1, 21), nullptr, nullptr, 0, h, &list), -FI_ENODATA);
+  fi_freeinfo(h);
 }
 
 TEST(lnx_env, an_unusable_link_is_refused_with_its_reason) {

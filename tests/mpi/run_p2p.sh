@@ -3,9 +3,9 @@
 # or on lnx: builds p2p.c with mpicc and runs it on 2 and 4 ranks of this
 # machine.
 #   tcp: FI_PROVIDER=tcp, and Open MPI's exclusion of tcp lifted.
-#   lnx: nothing forced. FI_LNX_PROV_LINKS=shm+tcp:lo offers the link to
-#        every caller, and Open MPI, with its default exclude list (shm,
-#        tcp, udp, ...), must pick lnx by itself; every rank's peers must be
+#   lnx: nothing set. weft offers its default link, shm+tcp, to every
+#        caller, and Open MPI, with its default exclude list (shm, tcp,
+#        udp, ...), must pick lnx by itself; every rank's peers must be
 #        reached through shm.
 # Usage: run_p2p.sh <weft library dir> [tcp|lnx]
 set -u
@@ -13,7 +13,7 @@ lib=${1:?usage: run_p2p.sh <weft library dir> [tcp|lnx]}
 prov=${2:-tcp}
 case $prov in
   tcp) path=(--mca mtl_ofi_provider_exclude "" -x FI_PROVIDER=tcp) ;;
-  lnx) path=(-x FI_LNX_PROV_LINKS=shm+tcp:lo) ;;
+  lnx) path=() ;;
   *) echo "FAIL: unknown provider $prov"; exit 1 ;;
 esac
 for tool in mpicc mpirun; do
@@ -96,7 +96,7 @@ run() { # ranks
     [ "$ours" -eq "$n" ] || { echo "FAIL: weft's tcp-only line seen from $ours of $n ranks"; return 1; }
   else
     local chose
-    chose=$(grep -c 'mtl:ofi:provider: shm+tcp:lo' "$out")
+    chose=$(grep -c 'mtl:ofi:provider: shm+tcp:' "$out")
     [ "$chose" -eq "$n" ] || { echo "FAIL: Open MPI chose lnx on $chose of $n ranks"; return 1; }
     ours=$(grep -E '^weft:[0-9]+:lnx:.*through shm' "$out" | cut -d: -f2 | sort -u | wc -l)
     [ "$ours" -eq "$n" ] || { echo "FAIL: routes through shm seen from $ours of $n ranks"; return 1; }

@@ -56,22 +56,6 @@ constexpr uint64_t core_caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_PEER 
                                FI_SOURCE | FI_FENCE | FI_RMA_EVENT | rma_caps;
 constexpr uint64_t any_tag_bits = 0xaaaaaaaaaaaaaaaaULL;  // all 64 bits match (tcp's reasoning)
 
-// Whether FI_PROVIDER names lnx (not as an exclusion).
-bool env_names_lnx() {
-  const char* v = std::getenv("FI_PROVIDER");
-  if (!v || *v == '^') return false;
-  std::string_view s(v);
-  while (!s.empty()) {
-    auto comma = s.find(',');
-    auto item = s.substr(0, comma);
-    item = item.substr(0, item.find(';'));
-    if (item.size() == 3 && strncasecmp(item.data(), "lnx", 3) == 0) return true;
-    if (comma == std::string_view::npos) break;
-    s.remove_prefix(comma + 1);
-  }
-  return false;
-}
-
 // Frees a core's list when it goes out of scope.
 struct info_list {
   fi_info* p = nullptr;
@@ -213,7 +197,6 @@ std::string link::name() const {
 
 config parse_links(const std::string& text) {
   config c;
-  c.configured = true;
   auto fail = [&](std::string why) {
     c.links.clear();
     c.error = std::move(why);
@@ -309,12 +292,9 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     core::refuse(1000, "FI_LNX_PROV_LINKS", "%s", c.error.c_str());
     return to_fi(errc::nodata);
   }
-  bool named = (hints && hints->fabric_attr && hints->fabric_attr->prov_name) || env_names_lnx();
-  if (!c.configured && !named) {
-    core::refuse(1000, "fabric_attr->prov_name",
-                 "lnx answers when asked for by name or when FI_LNX_PROV_LINKS is set");
-    return to_fi(errc::nodata);
-  }
+  // Without FI_LNX_PROV_LINKS the default link, shm+tcp, is offered to
+  // every caller, after every other provider (docs/decisions.md, "lnx:
+  // the default link"); FI_PROVIDER=^lnx hides it.
   if (hints && hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC &&
       hints->ep_attr->type != FI_EP_RDM) {
     core::refuse(1000, "ep_attr->type", "lnx offers FI_EP_RDM only");
@@ -383,8 +363,8 @@ fi_provider* weft_lnx_provider() noexcept {
   static bool defined = [] {
     fi_param_define(&provider(), "prov_links", FI_PARAM_STRING,
                     "The providers lnx links, as 'shm+tcp' or 'shm+tcp:<interface>'; groups "
-                    "joined by '|' give several links (default: shm+tcp, offered only to "
-                    "callers that ask for lnx by name)");
+                    "joined by '|' give several links (default: shm+tcp, tcp on each of its "
+                    "interfaces)");
     char* value = nullptr;
     if (fi_param_get_str(&provider(), "prov_links", &value) == 0 && value) {
       the_config = parse_links(value);
@@ -393,7 +373,6 @@ fi_provider* weft_lnx_provider() noexcept {
                   the_config.error.c_str());
     } else {
       the_config = parse_links("shm+tcp");
-      the_config.configured = false;
     }
     return true;
   }();

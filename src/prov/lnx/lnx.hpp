@@ -49,10 +49,6 @@ struct link {
 struct config {
   // The links FI_LNX_PROV_LINKS names, or the default shm+tcp.
   std::vector<link> links;
-  // FI_LNX_PROV_LINKS was set: lnx answers fi_getinfo calls that do not name
-  // it. Otherwise it answers only calls that ask for lnx by name
-  // (hints->fabric_attr->prov_name, FI_PROVIDER=lnx): docs/decisions.md.
-  bool configured = false;
   std::string error;  // set: FI_LNX_PROV_LINKS could not be used (why)
 };
 const config& cfg() noexcept;
