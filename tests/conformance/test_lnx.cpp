@@ -555,6 +555,24 @@ TEST_P(lnx, hostile_addresses_are_refused_and_nothing_is_inserted) {
   fi_addr_t fa = FI_ADDR_NOTAVAIL;
   EXPECT_EQ(fi_av_insert(fresh, a.name.data(), 1, &fa, 0, nullptr), 1);
   EXPECT_EQ(fa, 0u);
+  // Parts of one network provider next to each other are its rails
+  // (multi-rail, fi_lnx(7)): taken. Apart, or shm's, they are refused.
+  {
+    size_t shm_end = 8 + 1 + (a.name[8] & 0x3f);
+    size_t tcp_len = 1 + (a.name[shm_end] & 0x3f);
+    ASSERT_LE(shm_end + 2 * tcp_len, addr_bytes);
+    std::vector<uint8_t> v = a.name;
+    std::copy(a.name.begin() + shm_end, a.name.begin() + shm_end + tcp_len,
+              v.begin() + shm_end + tcp_len);
+    fa = FI_ADDR_NOTAVAIL;
+    EXPECT_EQ(fi_av_insert(fresh, v.data(), 1, &fa, 0, nullptr), 1) << "two rails of tcp";
+    EXPECT_EQ(fa, 1u);
+    std::vector<uint8_t> w = v;  // the second rail's part named shm: shm, tcp, shm
+    w[shm_end + tcp_len] = static_cast<uint8_t>((a.name[8] & 0xc0) | (w[shm_end + tcp_len] & 0x3f));
+    fa = 0;
+    EXPECT_EQ(fi_av_insert(fresh, w.data(), 1, &fa, 0, nullptr), 0) << "shm again after tcp";
+    EXPECT_EQ(fa, FI_ADDR_NOTAVAIL);
+  }
   EXPECT_EQ(fi_close(&fresh->fid), 0);
   // A send to an fi_addr the AV does not hold is refused.
   EXPECT_EQ(fi_inject(a.ep, "x", 1, 12345), -FI_EINVAL);

@@ -11,6 +11,9 @@
 #     ranks 0 and 1 in A, 2 and 3 in B, FI_LNX_PROV_LINKS=shm+tcp:<veth> on
 #     each side. Pairs inside a namespace must go through shm, pairs across
 #     through tcp; FI_AV_MAP this time.
+#  4. (below 3) two rails: a second veth pair, FI_LNX_PROV_LINKS=
+#     shm+tcp:<veth>,<veth2> on each side; pairs across use the rail both
+#     their ends chose.
 #  3. a peer killed mid-transfer, in the same layout: rank 3 (B) exchanges
 #     1 MiB messages both ways with all others (rank 2 through shm, ranks 0
 #     and 1 through tcp) and is SIGKILLed; the survivors' sends to it must
@@ -159,13 +162,17 @@ for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
 ip -n "$ns_a" link set "$veth_a" up
 ip -n "$ns_b" link set "$veth_b" up
 set +e
-# The veth must carry traffic before tcp's first connection: wait until both
-# ends report the link up (no ping here necessarily).
-for _ in $(seq 50); do
-  ip -n "$ns_a" link show "$veth_a" | grep -q 'state UP' &&
-    ip -n "$ns_b" link show "$veth_b" | grep -q 'state UP' && break
-  sleep 0.1
-done
+# wait_up <veth in A> <veth in B>: a veth must carry traffic before tcp's
+# first connection: wait until both ends report the link up (no ping here
+# necessarily).
+wait_up() {
+  for _ in $(seq 50); do
+    ip -n "$ns_a" link show "$1" | grep -q 'state UP' &&
+      ip -n "$ns_b" link show "$2" | grep -q 'state UP' && return
+    sleep 0.1
+  done
+}
+wait_up "$veth_a" "$veth_b"
 
 in_a=(ip netns exec "$ns_a" env "FI_LNX_PROV_LINKS=shm+tcp:$veth_a")
 in_b=(ip netns exec "$ns_b" env "FI_LNX_PROV_LINKS=shm+tcp:$veth_b")
@@ -227,5 +234,58 @@ check_route "$dir" 0 3 tcp
 [ "$failures" = "$failures_before" ] &&
   echo "PASS (peer killed): every survivor's sends to the killed rank failed, none hung; the survivors still talk ($((SECONDS - start)) s)"
 
-[ "$status" = 0 ] && echo "PASS: lnx on one host, across two namespaces, and with a peer killed"
+# ---- 4. two rails -------------------------------------------------------------------
+# A second veth pair between the namespaces (10.93.0.1/24 and .2/24) and
+# FI_LNX_PROV_LINKS=shm+tcp:<veth>,<veth2> on each side: pairs inside a
+# namespace through shm, pairs across through tcp on one of the two rails,
+# the same rail at both ends of each pair (fi_lnx(7)).
+part="two rails"
+dir=$work/rails
+mkdir -p "$dir"
+start=$SECONDS
+failures_before=$failures
+veth_a2=wlnx-a2
+veth_b2=wlnx-b2
+if ip link add "$veth_a2" netns "$ns_a" type veth peer name "$veth_b2" netns "$ns_b" 2>"$work/err" &&
+   ip -n "$ns_a" addr add 10.93.0.1/24 dev "$veth_a2" &&
+   ip -n "$ns_b" addr add 10.93.0.2/24 dev "$veth_b2" &&
+   ip -n "$ns_a" link set "$veth_a2" up && ip -n "$ns_b" link set "$veth_b2" up; then
+  wait_up "$veth_a2" "$veth_b2"
+  rails_a=(ip netns exec "$ns_a" env "FI_LNX_PROV_LINKS=shm+tcp:$veth_a,$veth_a2")
+  rails_b=(ip netns exec "$ns_b" env "FI_LNX_PROV_LINKS=shm+tcp:$veth_b,$veth_b2")
+  launch "$dir" 0 4 "${rails_a[@]}" -- map
+  launch "$dir" 1 4 "${rails_a[@]}" -- map
+  launch "$dir" 2 4 "${rails_b[@]}" -- map
+  launch "$dir" 3 4 "${rails_b[@]}" -- map
+  wait_all "$dir" 0 1 2 3
+  # rail_of <rank> <peer rank>: the rail rank's lnx chose for the peer.
+  rail_of() {
+    local fa
+    fa=$(sed -n "s/^weft_lnx_peer $1: rank $2 is fi_addr \([0-9]*\)\$/\1/p" "$dir/out.$1")
+    sed -n "s/.*<info> fi_addr $fa: rail \([0-9]*\) of 2, .*/\1/p" "$dir/err.$1" | sort -u
+  }
+  for r in 0 1 2 3; do
+    [ "$(side "$r")" = a ] && want="shm+tcp:$veth_a,$veth_a2" || want="shm+tcp:$veth_b,$veth_b2"
+    grep -q "lnx domain $want," "$dir/out.$r" || fail "rank $r did not open the link $want"
+    for k in 0 1 2 3; do
+      if [ "$(side "$r")" = "$(side "$k")" ]; then
+        check_route "$dir" "$r" "$k" shm
+        continue
+      fi
+      check_route "$dir" "$r" "$k" tcp
+      mine=$(rail_of "$r" "$k")
+      theirs=$(rail_of "$k" "$r")
+      case $mine in 0 | 1) ;; *) fail "rank $r names no one rail for rank $k ('$mine')" ;; esac
+      [ "$mine" = "$theirs" ] ||
+        fail "ranks $r and $k chose different rails for each other ($mine, $theirs)"
+    done
+  done
+  used=$(for r in 0 1; do for k in 2 3; do rail_of "$r" "$k"; done; done | sort -u | tr '\n' ' ')
+  [ "$failures" = "$failures_before" ] &&
+    echo "PASS (two rails): shm inside each namespace, tcp across on the rail both ends chose (rails used: ${used% }), all data checked ($((SECONDS - start)) s)"
+else
+  fail "cannot create the second veth pair: $(cat "$work/err")"
+fi
+
+[ "$status" = 0 ] && echo "PASS: lnx on one host, across two namespaces, with a peer killed, and on two rails"
 exit "$status"

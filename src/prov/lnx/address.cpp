@@ -155,14 +155,20 @@ bool read_address(const uint8_t* a, proto::addr_header& h, part* parts, size_t* 
   if (h.marker != proto::marker || h.version != proto::version) return false;
   size_t off = sizeof h, k = 0;
   uint32_t seen = 0;
+  unsigned last = 0;
   // Parts until a zero byte where the next would start, or the end.
   while (off < proto::addr_bytes && a[off] != 0) {
     uint8_t b = a[off++];
     unsigned prov = proto::part_prov(b);
     size_t len = proto::part_len(b);
     if (prov == 0 || len == 0 || off + len > proto::addr_bytes) return false;
-    if (seen & (1u << prov)) return false;  // one part per provider
+    // One part per provider, except a network provider's rails, which
+    // stand next to each other; shm is never railed.
+    if ((seen & (1u << prov)) &&
+        (prov != last || prov == static_cast<unsigned>(proto::prov_id::shm)))
+      return false;
     seen |= 1u << prov;
+    last = prov;
     if (k == proto::max_parts) return false;
     parts[k++] = {static_cast<proto::prov_id>(prov), a + off, len};
     off += len;

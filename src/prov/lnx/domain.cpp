@@ -25,7 +25,7 @@ int open_domain(util::fabric& fab, fi_info* info, fid_domain** out, void* contex
     WEFT_WARN(prov, FI_LOG_DOMAIN, "fi_domain needs an fi_info from fi_getinfo for lnx");
     return to_fi(errc::inval);
   }
-  if (info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC) {
+  if (raw_enum(info->ep_attr->type) != FI_EP_RDM && raw_enum(info->ep_attr->type) != FI_EP_UNSPEC) {
     WEFT_WARN(prov, FI_LOG_DOMAIN, "lnx offers FI_EP_RDM only");
     return to_fi(errc::nodata);
   }

@@ -43,7 +43,7 @@ const char* core_name(const core_ep& c) {
 
 int endpoint::open(domain& dom, fi_info* info, fid_ep** out, void* context) noexcept {
   auto* p = &provider();
-  if (!info || !out || !info->ep_attr || info->ep_attr->type != FI_EP_RDM) {
+  if (!info || !out || !info->ep_attr || raw_enum(info->ep_attr->type) != FI_EP_RDM) {
     WEFT_WARN(p, FI_LOG_EP_CTRL, "lnx offers FI_EP_RDM endpoints only");
     return to_fi(errc::inval);
   }
@@ -349,9 +349,8 @@ int endpoint::enable() {
   }
   // The address must hold every core's (64 bytes, proto.hpp): found out
   // here rather than by the application's first fi_getname.
-  uint8_t name[proto::addr_bytes];
-  size_t name_len = sizeof name;
-  if (int ret = getname(name, &name_len)) return ret;
+  size_t name_len = sizeof own_name_;
+  if (int ret = getname(own_name_, &name_len)) return ret;
   bound_.av_->watch(this, &av_changed);
   watching_ = true;
   resync(false);
@@ -445,6 +444,19 @@ uint64_t endpoint::signature(fi_addr_t a) const noexcept {
   return av->codec().hash(e) << 1 | 1;
 }
 
+size_t endpoint::pick_rail(const uint8_t* peer, size_t rails) const noexcept {
+  // Both ends of a pair must choose the same rail: a message arriving on
+  // another rail than the one its receiver sends on would come from a peer
+  // that core does not know (the cores hold only the peers routed through
+  // them), so the choice is a function of the pair, symmetric in it: the
+  // hashes of the two lnx addresses, combined by xor. Every message to a
+  // peer then takes one rail, in the order the endpoint advertises, and
+  // peers spread over the rails.
+  if (rails <= 1) return 0;
+  const uint32_t x = codec().hash(peer) ^ codec().hash(own_name_);
+  return (x ^ (x >> 16)) % rails;
+}
+
 uint64_t endpoint::resolve(fi_addr_t a) noexcept {
   auto* p = &provider();
   const util::av* av = bound_.av_.get();
@@ -454,9 +466,11 @@ uint64_t endpoint::resolve(fi_addr_t a) noexcept {
   part parts[proto::max_parts];
   size_t n = 0;
   if (!read_address(e, h, parts, &n)) return 0;  // the codec checked it at insert
-  // shm for a peer on this host; else the first other provider we share.
+  // shm for a peer on this host; else the first other provider we share,
+  // on one of its rails (pick_rail).
   const part* use = nullptr;
   size_t core = 0;
+  size_t rail = 0, rails = 1;
   for (int pass = 0; pass < 2 && !use; ++pass) {
     for (size_t i = 0; i < n && !use; ++i) {
       bool shm = parts[i].id == proto::prov_id::shm;
@@ -464,8 +478,14 @@ uint64_t endpoint::resolve(fi_addr_t a) noexcept {
       if (pass == 1 && shm) continue;
       for (size_t k = 0; k < cores_.size(); ++k)
         if (cores_[k].cd->m.id == parts[i].id) {
-          use = &parts[i];
-          core = k;
+          // Rails: the peer's parts of this provider from i on, ours from k on.
+          size_t theirs = 1, ours = 1;
+          while (i + theirs < n && parts[i + theirs].id == parts[i].id) ++theirs;
+          while (k + ours < cores_.size() && cores_[k + ours].cd->m.id == parts[i].id) ++ours;
+          rails = std::min(theirs, ours);
+          rail = pick_rail(e, rails);
+          use = &parts[i + rail];
+          core = k + rail;
           break;
         }
     }
@@ -491,6 +511,10 @@ uint64_t endpoint::resolve(fi_addr_t a) noexcept {
   }
   WEFT_INFO(p, FI_LOG_AV, "fi_addr %llu: through %s", static_cast<unsigned long long>(a),
             core_name(c));
+  if (rails > 1)
+    WEFT_INFO(p, FI_LOG_AV, "fi_addr %llu: rail %zu of %zu, %s:%s",
+              static_cast<unsigned long long>(a), rail, rails, core_name(c),
+              c.cd->m.domain.c_str());
   uint64_t r = route_table::make(core, id);
   if (!routes_.set(a, r)) {
     fi_av_remove(c.av, &id, 1, 0);

@@ -234,6 +234,9 @@ class endpoint : public util::endpoint_object<endpoint> {
   static void av_changed(void* obj, bool inserted_only) noexcept;
   // Under ctl_: the route of fi_addr a, made now (0 when it cannot be).
   uint64_t resolve(fi_addr_t a) noexcept;
+  // Which of `rails` rails (0 .. rails-1) carries the messages to and from
+  // the peer whose lnx address is `peer` (the same choice at both ends).
+  size_t pick_rail(const uint8_t* peer, size_t rails) const noexcept;
   uint64_t resolve_on_send(fi_addr_t a) noexcept;
   void unroute(fi_addr_t a) noexcept;
   void resync(bool inserted_only) noexcept;
@@ -292,6 +295,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   size_t scanned_ = 0;
   size_t holes_ = 0;
   bool watching_ = false;
+  uint8_t own_name_[proto::addr_bytes] = {};  // our lnx address (fi_enable)
 };
 
 }  // namespace weft::lnx

@@ -102,6 +102,10 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
     ep_cnt = min_nonzero(ep_cnt, c.domain_attr->ep_cnt);
     cntr_cnt = min_nonzero(cntr_cnt, c.domain_attr->cntr_cnt);
     mr_cnt = min_nonzero(mr_cnt, c.domain_attr->mr_cnt);
+    if (i && l.members[i].id == l.members[i - 1].id) {  // a further rail (link::name)
+      dom_name += std::string(",") + (c.domain_attr->name ? c.domain_attr->name : "");
+      continue;
+    }
     if (i) dom_name += '+';
     dom_name += l.members[i].prov;
     if (c.domain_attr->name && l.members[i].id != proto::prov_id::shm)
@@ -188,6 +192,11 @@ const config& cfg() noexcept {
 std::string link::name() const {
   std::string s;
   for (size_t i = 0; i < members.size(); ++i) {
+    // Rails of one provider: "tcp:eth0,eth1", as FI_LNX_PROV_LINKS says it.
+    if (i && members[i].id == members[i - 1].id) {
+      s += "," + members[i].domain;
+      continue;
+    }
     if (i) s += '+';
     s += members[i].prov;
     if (!members[i].domain.empty()) s += ":" + members[i].domain;
@@ -215,19 +224,38 @@ config parse_links(const std::string& text) {
       member m;
       auto colon = item.find(':');
       m.prov = std::string(item.substr(0, colon));
-      if (colon != std::string_view::npos) m.domain = std::string(item.substr(colon + 1));
       if (m.prov.empty()) return fail("a link names an empty provider");
       if (!known_member(m.prov, &m.id))
         return fail("provider '" + m.prov + "' cannot be linked (lnx links shm and tcp)");
-      if (m.domain.find(',') != std::string::npos)
-        return fail("'" + std::string(item) +
-                    "': more than one domain of a provider (multi-rail) is not supported yet");
-      if (colon != std::string_view::npos && m.domain.empty())
-        return fail("'" + std::string(item) + "' names an empty domain");
       uint32_t bit = 1u << static_cast<unsigned>(m.id);
       if (seen & bit) return fail("a link names " + m.prov + " twice");
       seen |= bit;
-      l.members.push_back(std::move(m));
+      if (colon == std::string_view::npos) {
+        l.members.push_back(std::move(m));
+      } else {
+        // "tcp:eth0,eth1": one member per domain, the rails of that
+        // provider, in the order named (endpoint::resolve pairs them).
+        std::string_view doms = item.substr(colon + 1);
+        const size_t first = l.members.size();
+        while (true) {
+          auto comma = doms.find(',');
+          std::string_view d = doms.substr(0, comma);
+          if (d.empty()) return fail("'" + std::string(item) + "' names an empty domain");
+          for (size_t k = first; k < l.members.size(); ++k)
+            if (l.members[k].domain == d)
+              return fail("'" + std::string(item) + "' names " + std::string(d) + " twice");
+          member r = m;
+          r.domain = std::string(d);
+          l.members.push_back(std::move(r));
+          if (comma == std::string_view::npos) break;
+          doms.remove_prefix(comma + 1);
+        }
+        if (l.members.size() - first > 1 && m.id == proto::prov_id::shm)
+          return fail("'" + std::string(item) + "': shm has one domain per host, not rails");
+        if (l.members.size() - first > proto::max_rails)
+          return fail("'" + std::string(item) + "': at most " +
+                      std::to_string(proto::max_rails) + " rails of a provider");
+      }
       if (plus == std::string_view::npos) break;
       group.remove_prefix(plus + 1);
     }
@@ -261,9 +289,14 @@ int core_getinfo(const member& m, const fi_info* hints, fi_info** out) noexcept 
   // form).
   h->domain_attr->mr_mode = 0;
   if (hints && hints->domain_attr) {
-    h->domain_attr->threading = hints->domain_attr->threading;
-    h->domain_attr->data_progress = hints->domain_attr->data_progress;
-    h->domain_attr->control_progress = hints->domain_attr->control_progress;
+    // Copied as bytes: hints may hold values no enumerator names (the core
+    // refuses them, with the reason).
+    std::memcpy(&h->domain_attr->threading, &hints->domain_attr->threading,
+                sizeof h->domain_attr->threading);
+    std::memcpy(&h->domain_attr->data_progress, &hints->domain_attr->data_progress,
+                sizeof h->domain_attr->data_progress);
+    std::memcpy(&h->domain_attr->control_progress, &hints->domain_attr->control_progress,
+                sizeof h->domain_attr->control_progress);
   }
   if (!m.domain.empty() && !(h->domain_attr->name = strdup(m.domain.c_str())))
     return to_fi(errc::nomem);
@@ -295,8 +328,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   // Without FI_LNX_PROV_LINKS the default link, shm+tcp, is offered to
   // every caller, after every other provider (docs/decisions.md, "lnx:
   // the default link"); FI_PROVIDER=^lnx hides it.
-  if (hints && hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC &&
-      hints->ep_attr->type != FI_EP_RDM) {
+  if (hints && hints->ep_attr && raw_enum(hints->ep_attr->type) != FI_EP_UNSPEC &&
+      raw_enum(hints->ep_attr->type) != FI_EP_RDM) {
     core::refuse(1000, "ep_attr->type", "lnx offers FI_EP_RDM only");
     return to_fi(errc::nodata);
   }

@@ -8,9 +8,12 @@
 // decide once which provider reaches it:
 //
 //   header  (8 bytes)   marker, version, host identity (6 bytes)
-//   part    (1 + len)   one per linked provider: a byte with the provider
-//                       (2 bits) and the length (6 bits), then that
-//                       provider's address in a compact form (below)
+//   part    (1 + len)   one per linked provider's domain: a byte with the
+//                       provider (2 bits) and the length (6 bits), then
+//                       that provider's address in a compact form (below);
+//                       a provider with several domains (rails, "tcp:eth0,
+//                       eth1") has one part per rail, next to each other,
+//                       in the link's order
 //   zeroes  up to addr_bytes (a zero byte where a part would start ends
 //           the parts)
 //
@@ -63,7 +66,8 @@ inline constexpr unsigned part_prov(uint8_t b) noexcept { return b >> 6; }
 inline constexpr size_t part_len(uint8_t b) noexcept { return b & 0x3f; }
 
 inline constexpr size_t addr_bytes = 64;
-inline constexpr size_t max_parts = 3;  // one per provider
+inline constexpr size_t max_rails = 4;  // domains of one provider in a link
+inline constexpr size_t max_parts = 1 + max_rails;  // shm, and the rails of one network provider
 inline constexpr size_t max_part_len = 63;
 
 }  // namespace weft::lnx::proto
