@@ -161,10 +161,7 @@ def main():
         f"{args.iters} operations per run after 1000 warm-up ones, initiator on core 1, target "
         "on core 0 (bench/auto_progress.c).", "",
         f"- weft: `{loaded}`"] + rec.summary() + [""] + rows) + "\n"
-    (out / "results.md").write_text(text)
-    rec.write(out)
-    print(text)
-    print(f"results: {out}")
+    rec.publish(out, text)
 
 
 if __name__ == "__main__":

@@ -90,10 +90,7 @@ def main():
         f"`{' '.join(sys.argv)}` — bench/ctx_rate.c, {args.reps} interleaved repetitions "
         "(order alternating), each thread pinned to its own core, FI_THREAD_FID, every "
         "message checked.", "", f"- weft: `{loaded['weft']}`"] + rec.summary() + [""] + rows) + "\n"
-    (out / "results.md").write_text(text)
-    rec.write(out)
-    print(text)
-    print(f"results: {out}")
+    rec.publish(out, text)
 
 
 if __name__ == "__main__":

@@ -166,10 +166,7 @@ def main():
             lines.append(f"| {case} | {med:.2f} | {min(vals):.2f} | {max(vals):.2f} | "
                          f"{med / kernel:.2f} |")
         lines.append("")
-    (out / "results.md").write_text("\n".join(lines))
-    rec.write(out)
-    print("\n".join(lines))
-    print(f"results: {out}")
+    rec.publish(out, "\n".join(lines))
 
 
 if __name__ == "__main__":

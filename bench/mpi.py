@@ -180,11 +180,7 @@ def main():
         f"- weft: `{weft.resolve()}`", f"- proof of path: {proof}",
         f"- Open MPI: {subprocess.run(['mpirun', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}"]
         + rec.summary() + [""] + rows) + "\n"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.md").write_text(text)
-    rec.write(out)
-    print(text)
-    print(f"results: {out}")
+    rec.publish(out, text)
 
 
 if __name__ == "__main__":

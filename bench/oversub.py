@@ -151,10 +151,7 @@ def main():
         f"{args.messages} messages per pair per run, every message checked.", "",
         f"- weft: `{loaded['weft']}`", f"- libfabric: `{loaded['libfabric']}`"]
         + rec.summary() + [""] + rows) + "\n"
-    (out / "results.md").write_text(text)
-    rec.write(out)
-    print(text)
-    print(f"results: {out}")
+    rec.publish(out, text)
 
 
 if __name__ == "__main__":

@@ -108,10 +108,7 @@ def main():
         "(/proc/net/sockstat) covers every process's sockets, senders' too.", "",
         f"- weft: `{loaded['weft']}`", f"- libfabric: `{loaded['libfabric']}`"]
         + rec.summary() + [""] + rows) + "\n"
-    (out / "results.md").write_text(text)
-    rec.write(out)
-    print(text)
-    print(f"results: {out}")
+    rec.publish(out, text)
 
 
 if __name__ == "__main__":

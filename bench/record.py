@@ -240,6 +240,16 @@ class Record:
         out.mkdir(parents=True, exist_ok=True)
         (out / "env.txt").write_text(self.text())
 
+    def publish(self, out, text):
+        """A finished run's folder: results.md (`text`) and env.txt, and the
+        text and the folder printed."""
+        out = pathlib.Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.md").write_text(text)
+        self.write(out)
+        print(text)
+        print(f"results: {out}")
+
 
 def main():
     p = argparse.ArgumentParser(description="run records for shell benchmarks")

@@ -93,10 +93,7 @@ def main():
         "library's own.", "",
         f"- weft: `{loaded['weft']}`", f"- libfabric: `{loaded['libfabric']}`"]
         + rec.summary() + [""] + rows) + "\n"
-    (out / "results.md").write_text(text)
-    rec.write(out)
-    print(text)
-    print(f"results: {out}")
+    rec.publish(out, text)
 
 
 if __name__ == "__main__":

@@ -128,6 +128,33 @@ class peer_test : public ::testing::TestWithParam<fi_threading> {
   bool has_room(fid_cq* c) {
     return as_provider([&]<class L>() { return cq::from(c)->has_room<L>(); });
   }
+  // An owner that is util's own (cq_forward, as lnx's are) over a CQ of its
+  // own (`target`, of target_size entries; 0: the default), and a peer CQ
+  // of it (`peer`, of peer_size entries). The caller closes both.
+  struct forwarded {
+    fid_cq* target = nullptr;
+    fid_cq* peer = nullptr;
+    std::atomic<bool> refused{false};
+    cq_forward fwd;
+  };
+  void open_forwarded(forwarded& f, size_t target_size, size_t peer_size, bool share) {
+    fi_cq_attr ta{};
+    ta.format = FI_CQ_FORMAT_TAGGED;
+    ta.size = target_size;
+    ASSERT_EQ(fi_cq_open(dom_, &ta, &f.target, nullptr), 0);
+    f.fwd.fid.fclass = FI_CLASS_PEER_CQ;
+    f.fwd.owner_ops =
+        with_lock_kind(dom_->locks(), []<class L>() { return cq_forward::forward_ops<L>(); });
+    f.fwd.target = cq::from(f.target);
+    f.fwd.refused = &f.refused;
+    f.fwd.ctx.cq = &f.fwd;
+    f.fwd.share_progress = share;
+    fi_cq_attr a{};
+    a.format = FI_CQ_FORMAT_TAGGED;
+    a.size = peer_size;
+    a.flags = FI_PEER;
+    ASSERT_EQ(fi_cq_open(dom_, &a, &f.peer, &f.fwd.ctx), 0);
+  }
 
   test_env::domain_pair env_;
   fabric* fab_ = nullptr;
@@ -248,24 +275,10 @@ TEST_P(peer_test, cq_owner_backpressure_loses_nothing) {
 // straight into it; once it is full the owner is told (refused) and the
 // rest wait in the peer CQ, in order, until a read hands them over.
 TEST_P(peer_test, cq_an_owner_of_util_is_written_straight_into_and_holds_back_in_order) {
-  fi_cq_attr ta{};
-  ta.format = FI_CQ_FORMAT_TAGGED;
-  ta.size = 2;
-  fid_cq* target = nullptr;
-  ASSERT_EQ(fi_cq_open(dom_, &ta, &target, nullptr), 0);
-  std::atomic<bool> refused{false};
-  cq_forward fwd;
-  fwd.fid.fclass = FI_CLASS_PEER_CQ;
-  fwd.owner_ops = with_lock_kind(dom_->locks(), []<class L>() { return cq_forward::forward_ops<L>(); });
-  fwd.target = cq::from(target);
-  fwd.refused = &refused;
-  fwd.ctx.cq = &fwd;
-  fi_cq_attr a{};
-  a.format = FI_CQ_FORMAT_TAGGED;
-  a.size = 8;
-  a.flags = FI_PEER;
-  fid_cq* c = nullptr;
-  ASSERT_EQ(fi_cq_open(dom_, &a, &c, &fwd.ctx), 0);
+  forwarded f;
+  ASSERT_NO_FATAL_FAILURE(open_forwarded(f, 2, 8, false));
+  fid_cq *target = f.target, *c = f.peer;
+  std::atomic<bool>& refused = f.refused;
   int ctx[4];
   for (int i = 0; i < 4; ++i)
     ASSERT_TRUE(write(c, {&ctx[i], FI_RECV | FI_TAGGED, 1, nullptr, 0, uint64_t(i), 7, 0})) << i;
@@ -284,36 +297,24 @@ TEST_P(peer_test, cq_an_owner_of_util_is_written_straight_into_and_holds_back_in
   EXPECT_EQ(fi_close(&target->fid), 0);
 }
 
+// An endpoint's progress hook that counts its runs.
+struct counting_ep {
+  int runs = 0;
+  static void run(void* p) noexcept { ++static_cast<counting_ep*>(p)->runs; }
+};
+
 // share_progress: the hooks of endpoints bound to the peer CQ go on the
 // target's list, so reading the target drives them (lnx's shm core) and
 // reading the peer CQ does not; without it, the other way round.
 TEST_P(peer_test, cq_an_owner_of_util_may_take_the_peers_progress_hooks) {
   for (bool share : {true, false}) {
     SCOPED_TRACE(share ? "shared" : "not shared");
-    fi_cq_attr ta{};
-    ta.format = FI_CQ_FORMAT_TAGGED;
-    fid_cq* target = nullptr;
-    ASSERT_EQ(fi_cq_open(dom_, &ta, &target, nullptr), 0);
-    std::atomic<bool> refused{false};
-    cq_forward fwd;
-    fwd.fid.fclass = FI_CLASS_PEER_CQ;
-    fwd.owner_ops =
-        with_lock_kind(dom_->locks(), []<class L>() { return cq_forward::forward_ops<L>(); });
-    fwd.target = cq::from(target);
-    fwd.refused = &refused;
-    fwd.ctx.cq = &fwd;
-    fwd.share_progress = share;
-    fi_cq_attr a{};
-    a.format = FI_CQ_FORMAT_TAGGED;
-    a.flags = FI_PEER;
-    fid_cq* c = nullptr;
-    ASSERT_EQ(fi_cq_open(dom_, &a, &c, &fwd.ctx), 0);
-    EXPECT_EQ(fwd.progress_shared, share);
-    struct fake_ep {
-      int runs = 0;
-      static void run(void* p) noexcept { ++static_cast<fake_ep*>(p)->runs; }
-    } ep;
-    cq::from(c)->progress().add({&fake_ep::run, &ep});  // what fi_ep_bind does
+    forwarded f;
+    ASSERT_NO_FATAL_FAILURE(open_forwarded(f, 0, 0, share));
+    fid_cq *target = f.target, *c = f.peer;
+    EXPECT_EQ(f.fwd.progress_shared, share);
+    counting_ep ep;
+    cq::from(c)->progress().add({&counting_ep::run, &ep});  // what fi_ep_bind does
     fi_cq_tagged_entry got;
     EXPECT_EQ(fi_cq_read(target, &got, 1), -FI_EAGAIN);
     EXPECT_EQ(ep.runs, share ? 1 : 0);
@@ -334,34 +335,16 @@ TEST_P(peer_test, cq_an_owner_of_util_may_take_the_peers_progress_hooks) {
 // object, tx_bound/rx_bound); with share_progress its hook is on the
 // owner's list. A peer CQ of a foreign owner is written as bound.
 TEST_P(peer_test, cq_an_endpoint_bound_to_a_peer_of_util_writes_into_the_owners_cq) {
-  fi_cq_attr ta{};
-  ta.format = FI_CQ_FORMAT_TAGGED;
-  ta.size = 2;
-  fid_cq* target = nullptr;
-  ASSERT_EQ(fi_cq_open(dom_, &ta, &target, nullptr), 0);
-  std::atomic<bool> refused{false};
-  cq_forward fwd;
-  fwd.fid.fclass = FI_CLASS_PEER_CQ;
-  fwd.owner_ops =
-      with_lock_kind(dom_->locks(), []<class L>() { return cq_forward::forward_ops<L>(); });
-  fwd.target = cq::from(target);
-  fwd.refused = &refused;
-  fwd.ctx.cq = &fwd;
-  fwd.share_progress = true;
-  fi_cq_attr a{};
-  a.format = FI_CQ_FORMAT_TAGGED;
-  a.flags = FI_PEER;
-  fid_cq* c = nullptr;
-  ASSERT_EQ(fi_cq_open(dom_, &a, &c, &fwd.ctx), 0);
+  forwarded f;
+  ASSERT_NO_FATAL_FAILURE(open_forwarded(f, 2, 0, true));
+  fid_cq *target = f.target, *c = f.peer;
+  std::atomic<bool>& refused = f.refused;
   EXPECT_EQ(cq::from(c)->write_target(), cq::from(target));
 
-  struct fake_ep {
-    int runs = 0;
-    static void run(void* p) noexcept { ++static_cast<fake_ep*>(p)->runs; }
-  } ep;
+  counting_ep ep;
   {
     ep_bindings b;
-    ASSERT_EQ(b.bind(*dom_, &c->fid, FI_TRANSMIT | FI_RECV, {&fake_ep::run, &ep}, -1), 0);
+    ASSERT_EQ(b.bind(*dom_, &c->fid, FI_TRANSMIT | FI_RECV, {&counting_ep::run, &ep}, -1), 0);
     EXPECT_EQ(b.tx_cq.get(), cq::from(target));
     EXPECT_EQ(b.rx_cq.get(), cq::from(target));
     EXPECT_EQ(b.tx_bound(), cq::from(c));
@@ -387,14 +370,14 @@ TEST_P(peer_test, cq_an_endpoint_bound_to_a_peer_of_util_writes_into_the_owners_
   EXPECT_EQ(fi_close(&c->fid), 0);
 
   owner_cq o;  // a foreign owner: the endpoint writes into the peer CQ
-  fid_cq* f = open_cq(o);
-  ASSERT_NE(f, nullptr);
-  EXPECT_EQ(cq::from(f)->write_target(), cq::from(f));
+  fid_cq* foreign = open_cq(o);
+  ASSERT_NE(foreign, nullptr);
+  EXPECT_EQ(cq::from(foreign)->write_target(), cq::from(foreign));
   {
     ep_bindings b;
-    ASSERT_EQ(b.bind(*dom_, &f->fid, FI_RECV, {&fake_ep::run, &ep}, -1), 0);
-    EXPECT_EQ(b.rx_cq.get(), cq::from(f));
-    EXPECT_EQ(b.rx_bound(), cq::from(f));
+    ASSERT_EQ(b.bind(*dom_, &foreign->fid, FI_RECV, {&counting_ep::run, &ep}, -1), 0);
+    EXPECT_EQ(b.rx_cq.get(), cq::from(foreign));
+    EXPECT_EQ(b.rx_bound(), cq::from(foreign));
     b.unbind(&ep, -1);
   }
   EXPECT_EQ(fi_close(&target->fid), 0);
