@@ -215,8 +215,10 @@ int endpoint::bind_cq(util::cq& q, uint64_t flags) {
     cq_owners_.push_back(std::move(owner));
     fi_cq_attr a{};
     a.format = FI_CQ_FORMAT_TAGGED;
-    // Completions go straight to the lnx CQ; this ring holds only those a
-    // full lnx CQ refused, and when it fills the core holds back.
+    // A core of our lock policy writes into the lnx CQ itself
+    // (util::cq::write_target) and never uses this ring; one of another
+    // writes through the peer CQ, whose ring holds only what a full lnx CQ
+    // refused, and when it fills the core holds back.
     a.size = 64;
     a.flags = FI_PEER;
     a.wait_obj = q.waiter() ? FI_WAIT_FD : FI_WAIT_NONE;
