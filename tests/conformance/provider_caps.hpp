@@ -39,11 +39,6 @@ inline constexpr const char* fence_why =
     "FI_FENCE is not implemented on udp: the flag is refused with -FI_EINVAL "
     "(docs/decisions.md)";
 
-inline constexpr const char* sep_why =
-    "scalable endpoints (fi_scalable_ep, FI_NAMED_RX_CTX) are offered on shm, udp and tcp "
-    "FI_EP_RDM, not yet through lnx "
-    "(issue 14; docs/decisions.md)";
-
 inline const caps_table udp_dgram_caps = {
     "udp",
     FI_EP_DGRAM,
@@ -109,17 +104,13 @@ inline const caps_table shm_rdm_caps = {
     true,
 };
 
-inline constexpr const char* lnx_not_yet =
-    "lnx does not carry it yet (issue 13; fi_lnx(7), docs/decisions.md)";
-
 inline const caps_table lnx_rdm_caps = {
     "lnx",
     FI_EP_RDM,
     FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV |
-        FI_AV_USER_ID | FI_FENCE | FI_TRIGGER | rma_atomic_caps,
+        FI_AV_USER_ID | FI_FENCE | FI_TRIGGER | FI_NAMED_RX_CTX | rma_atomic_caps,
     8,
     {
-        {FI_NAMED_RX_CTX, sep_why},
         {FI_SHARED_AV, "lnx AVs hold whole link addresses, not one process's shm names"},
     },
     true,

@@ -70,7 +70,7 @@ const util::domain_hooks domain_hooks = {
     .codec = codec_for,
     .query_atomic = query_atomic,
     .srx_ctx = open_srx,
-    .scalable_ep = nullptr,
+    .scalable_ep = open_sep,
     .control_on_data_path = false,
     .mr_attach = mr_attach,
 };

@@ -30,7 +30,9 @@ void cntr_incerr(fid_peer_cntr* c) noexcept {
 constexpr fi_ops_cntr_owner cntr_ops = {sizeof(fi_ops_cntr_owner), cntr_inc, cntr_incerr};
 
 int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
-  if (!util::is_class(f, FI_CLASS_EP)) return to_fi(errc::inval);
+  if (!util::is_class(f, FI_CLASS_EP) && !util::is_class(f, FI_CLASS_TX_CTX) &&
+      !util::is_class(f, FI_CLASS_RX_CTX))
+    return to_fi(errc::inval);
   return abi_guard([&] { return endpoint::from(f)->getname(addr, addrlen); });
 }
 const fi_ops_cm cm_ops = util::cm_name_only(cm_getname);
@@ -40,6 +42,24 @@ const char* core_name(const core_ep& c) {
 }
 
 }  // namespace
+
+fi_info* core_info(const core_domain& cd, const fi_info& info) noexcept {
+  fi_info* ci = fi_dupinfo(cd.info);
+  if (!ci) return nullptr;
+  // Sends pass through with the application's default flags; receives
+  // are lnx's, so the core's receive side has none.
+  ci->tx_attr->op_flags = info.tx_attr ? info.tx_attr->op_flags : 0;
+  ci->rx_attr->op_flags = 0;
+  // A sender's address serves lnx only for FI_SOURCE (completions name
+  // it, an unknown one is FI_ADDR_NOTAVAIL) and directed receives: an
+  // endpoint with neither spares its cores finding it for every message.
+  if (!(info.caps & (FI_SOURCE | FI_DIRECTED_RECV))) {
+    ci->caps &= ~uint64_t{FI_SOURCE | FI_DIRECTED_RECV};
+    ci->rx_attr->caps &= ~uint64_t{FI_SOURCE | FI_DIRECTED_RECV};
+  }
+  if (info.tx_attr && info.tx_attr->size) ci->tx_attr->size = info.tx_attr->size;
+  return ci;
+}
 
 int endpoint::open(domain& dom, fi_info* info, fid_ep** out, void* context) noexcept {
   auto* p = &provider();
@@ -52,16 +72,39 @@ int endpoint::open(domain& dom, fi_info* info, fid_ep** out, void* context) noex
               static_cast<unsigned long long>(info->caps & ~offered_caps));
     return to_fi(errc::inval);
   }
+  if (int ret = util::refuse_several_contexts(p, *info)) return ret;
   return abi_guard([&]() -> int {
-    auto ep = std::make_unique<endpoint>(dom, *info, context);
+    auto ep = std::make_unique<endpoint>(dom, *info, FI_CLASS_EP, context);
+    std::vector<core_domain*> cds;
+    for (auto& cd : dom.cores()) cds.push_back(cd.get());
+    ep->own_router_ = std::make_unique<router>(std::move(cds), ep->locked_);
+    ep->router_ = ep->own_router_.get();
+    ep->routes_ = ep->router_->reader();
     if (int ret = ep->open_cores(*info)) return ret;
+    for (size_t k = 0; k < ep->cores_.size(); ++k) ep->router_->set_holder(k, ep->cores_[k].ep);
     *out = ep.release();
     return 0;
   });
 }
 
-endpoint::endpoint(domain& dom, const fi_info& info, void* context)
-    : endpoint_object(FI_CLASS_EP, context),
+int endpoint::open_context(domain& dom, const fi_info& info, bool tx, int index,
+                           const std::vector<fid_ep*>& cores, router& r,
+                           std::unique_ptr<util::sep_slot> slot, fid_ep** out,
+                           void* context) noexcept {
+  return abi_guard([&]() -> int {
+    auto ep =
+        std::make_unique<endpoint>(dom, info, tx ? FI_CLASS_TX_CTX : FI_CLASS_RX_CTX, context);
+    ep->sep_slot_ = std::move(slot);
+    ep->router_ = &r;
+    ep->routes_ = r.reader();
+    if (int ret = ep->open_cores(info, &cores, index)) return ret;
+    *out = ep.release();
+    return 0;
+  });
+}
+
+endpoint::endpoint(domain& dom, const fi_info& info, size_t fclass, void* context)
+    : endpoint_object(fclass, context),
       domain_(&dom),
       caps_(info.caps),
       tx_op_flags_(info.tx_attr ? info.tx_attr->op_flags : 0),
@@ -91,8 +134,10 @@ endpoint::~endpoint() {
     for (fid_cq* q : c.cqs) fi_close(&q->fid);
     for (fid_cntr* n : c.cntrs) fi_close(&n->fid);
     if (c.srx) fi_close(&c.srx->fid);
-    if (c.av) fi_close(&c.av->fid);
   }
+  // Our router's core AVs were bound to the core endpoints closed above.
+  if (engine_added_) router_->remove_engine(engine_);
+  own_router_.reset();
   // A shared context's engine is the context's: it outlives us (our
   // reference in shared_), and our cores withdrew what they queued in it.
   if (own_engine_) {
@@ -103,27 +148,35 @@ endpoint::~endpoint() {
   }
 }
 
-int endpoint::open_cores(const fi_info& info) {
+int endpoint::open_cores(const fi_info& info, const std::vector<fid_ep*>* seps, int index) {
   auto* p = &provider();
+  if (seps) {
+    // A context: its cores are the same context of each core's scalable
+    // endpoint, with the attributes that endpoint was opened with
+    // (core_info, sep.cpp).
+    const bool tx = fid.fclass == FI_CLASS_TX_CTX;
+    for (size_t k = 0; k < domain_->cores().size(); ++k) {
+      core_ep c;
+      c.cd = domain_->cores()[k].get();
+      c.every_read = c.cd->m.prov == "shm";
+      int ret = tx ? fi_tx_context((*seps)[k], index, nullptr, &c.ep, nullptr)
+                   : fi_rx_context((*seps)[k], index, nullptr, &c.ep, nullptr);
+      if (ret) {
+        WEFT_WARN(p, FI_LOG_EP_CTRL, "%s: the %s context did not open: %s",
+                  tx ? "fi_tx_context" : "fi_rx_context", core_name(c), fi_strerror(-ret));
+        return ret;
+      }
+      cores_.push_back(c);
+    }
+    return query_atomic_bytes();
+  }
   for (auto& cd : domain_->cores()) {
     core_ep c;
     c.cd = cd.get();
     // shm's progress is a few loads when idle: every read drives it.
     c.every_read = cd->m.prov == "shm";
-    fi_info* ci = fi_dupinfo(cd->info);
+    fi_info* ci = core_info(*cd, info);
     if (!ci) return to_fi(errc::nomem);
-    // Sends pass through with the application's default flags; receives
-    // are lnx's, so the core's receive side has none.
-    ci->tx_attr->op_flags = tx_op_flags_;
-    ci->rx_attr->op_flags = 0;
-    // A sender's address serves lnx only for FI_SOURCE (completions name
-    // it, an unknown one is FI_ADDR_NOTAVAIL) and directed receives: an
-    // endpoint with neither spares its cores finding it for every message.
-    if (!(caps_ & (FI_SOURCE | FI_DIRECTED_RECV))) {
-      ci->caps &= ~uint64_t{FI_SOURCE | FI_DIRECTED_RECV};
-      ci->rx_attr->caps &= ~uint64_t{FI_SOURCE | FI_DIRECTED_RECV};
-    }
-    if (info.tx_attr && info.tx_attr->size) ci->tx_attr->size = info.tx_attr->size;
     int ret = fi_endpoint(cd->domain, ci, &c.ep, nullptr);
     fi_freeinfo(ci);
     if (ret) {
@@ -131,17 +184,12 @@ int endpoint::open_cores(const fi_info& info) {
                 cd->m.prov.c_str(), fi_strerror(-ret));
       return ret;
     }
-    fi_av_attr aa{};
-    aa.type = FI_AV_TABLE;
-    if ((ret = fi_av_open(cd->domain, &aa, &c.av, nullptr)) ||
-        (ret = fi_ep_bind(c.ep, &c.av->fid, 0))) {
-      cores_.push_back(c);
-      WEFT_WARN(p, FI_LOG_EP_CTRL, "fi_endpoint: the %s AV: %s", cd->m.prov.c_str(),
-                fi_strerror(-ret));
-      return ret;
-    }
     cores_.push_back(c);
   }
+  return query_atomic_bytes();
+}
+
+int endpoint::query_atomic_bytes() noexcept {
   // Operand bytes per atomic: the smallest any core takes (fi_query_atomic
   // on bytes, FI_UINT8, counts them).
   atomic_bytes_ = SIZE_MAX;
@@ -163,7 +211,11 @@ bool endpoint::refuse_size(size_t bytes, bool inject) const noexcept {
 
 int endpoint::close() {
   if (busy()) return to_fi(errc::busy);
-  if (watching_) bound_.av_->unwatch(this);
+  // Our router calls no more into our engine (nor, when it is ours, does
+  // the AV into it).
+  if (engine_added_) router_->remove_engine(engine_);
+  engine_added_ = false;
+  if (own_router_) own_router_->stop();
   // The bindings go before the core objects, which the destructor closes
   // at once: the lnx CQs and counters stay open until this call returns
   // (the application closes them after the endpoint), so the cores' hooks
@@ -188,11 +240,16 @@ int endpoint::bind(struct fid* bfid, uint64_t flags) {
   // is util's too (util::srx_ctx): its engine takes the place of the
   // endpoint's own, and the cores match through faces of it (enable()).
   if (bfid->fclass == FI_CLASS_SRX_CTX) return shared_.bind(p, *domain_, bfid, flags);
+  // A context takes its AV from its scalable endpoint only (util/sep.hpp).
+  if (bfid->fclass == FI_CLASS_AV && sep_slot_ && !sep_slot_->admits_av(&fid))
+    return to_fi(errc::inval);
   // A counter's read drives every core (cntr_progress_thunk); a CQ's
   // drives those whose hooks are not on its list already (bind_cq).
   util::progress_hook hook{
       bfid->fclass == FI_CLASS_CNTR ? &cntr_progress_thunk : &progress_thunk, this};
   if (int ret = bound_.bind(*domain_, bfid, flags, hook, -1)) return ret;
+  // The cores' AVs open with the lnx AV (its rx_ctx_bits are theirs).
+  if (bfid->fclass == FI_CLASS_AV) return router_->attach(*util::av::from(bfid));
   if (bfid->fclass == FI_CLASS_CQ) return bind_cq(*util::cq::from(bfid), flags);
   if (bfid->fclass == FI_CLASS_CNTR) return bind_cntr(*util::cntr::from(bfid), flags);
   return 0;
@@ -302,7 +359,12 @@ int endpoint::enable() {
     WEFT_WARN(p, FI_LOG_EP_CTRL, "fi_enable after a failed one: close the endpoint");
     return to_fi(errc::opbadstate);
   }
-  if (int ret = bound_.check_enable(p, FI_EP_RDM, caps_)) return ret;
+  if (int ret = bound_.check_enable(p, FI_EP_RDM, util::caps_needing_bindings(fid.fclass, caps_)))
+    return ret;
+  if (!router_->attached()) {
+    WEFT_WARN(p, FI_LOG_EP_CTRL, "fi_enable: the cores' AVs did not open (see fi_ep_bind)");
+    return to_fi(errc::opbadstate);
+  }
   if (util::srx_ctx* app = shared_.app()) {
     // The cores name senders only when the endpoint asked for FI_SOURCE or
     // FI_DIRECTED_RECV (open_cores): without, a context's directed receive
@@ -331,13 +393,19 @@ int endpoint::enable() {
     own_engine_ = std::make_unique<util::srx>(a);
     engine_ = own_engine_.get();
   }
+  // A transmit context receives nothing: its cores match through no one.
+  const bool receives = fid.fclass != FI_CLASS_TX_CTX;
+  std::vector<size_t> addrlens;
   for (core_ep& c : cores_) {
-    c.face = engine_->add_peer(nullptr, this);
-    c.srx_ctx = {sizeof(fi_peer_srx_context), c.face};
-    fi_rx_attr ra{};
-    ra.op_flags = FI_PEER;
-    int ret = fi_srx_context(c.cd->domain, &ra, &c.srx, &c.srx_ctx);
-    if (!ret) ret = fi_ep_bind(c.ep, &c.srx->fid, 0);
+    int ret = 0;
+    if (receives) {
+      c.face = engine_->add_peer(nullptr, this);
+      c.srx_ctx = {sizeof(fi_peer_srx_context), c.face};
+      fi_rx_attr ra{};
+      ra.op_flags = FI_PEER;
+      ret = fi_srx_context(c.cd->domain, &ra, &c.srx, &c.srx_ctx);
+      if (!ret) ret = fi_ep_bind(c.ep, &c.srx->fid, 0);
+    }
     if (!ret) ret = fi_enable(c.ep);
     size_t len = 0;
     char probe[1];
@@ -347,15 +415,18 @@ int endpoint::enable() {
                 fi_strerror(-ret));
       return ret;
     }
-    c.addrlen = len;
+    addrlens.push_back(len);
   }
   // The address must hold every core's (64 bytes, proto.hpp): found out
   // here rather than by the application's first fi_getname.
-  size_t name_len = sizeof own_name_;
-  if (int ret = getname(own_name_, &name_len)) return ret;
-  bound_.av_->watch(this, &av_changed);
-  watching_ = true;
-  resync(false);
+  uint8_t name[proto::addr_bytes];
+  size_t name_len = sizeof name;
+  if (int ret = getname(name, &name_len)) return ret;
+  if (receives) {
+    router_->add_engine(engine_);
+    engine_added_ = true;
+  }
+  router_->start(addrlens, name);
   // progress_thunk's fast path: nothing when every every_read core's hook
   // is on the lnx CQs' lists, else the one peer CQ read of the one
   // every_read core that is not (any of a core's peer CQs drives its
@@ -439,170 +510,18 @@ void endpoint::progress_all(uint64_t n, bool every_core) noexcept {
 
 // ---- routes -------------------------------------------------------------------
 
-uint64_t endpoint::signature(fi_addr_t a) const noexcept {
-  const util::av* av = bound_.av_.get();
-  const uint8_t* e = av->entry(a);
-  if (!e) return 0;
-  return av->codec().hash(e) << 1 | 1;
-}
-
-size_t endpoint::pick_rail(const uint8_t* peer, size_t rails) const noexcept {
-  // Both ends of a pair must choose the same rail: a message arriving on
-  // another rail than the one its receiver sends on would come from a peer
-  // that core does not know (the cores hold only the peers routed through
-  // them), so the choice is a function of the pair, symmetric in it: the
-  // hashes of the two lnx addresses, combined by xor. Every message to a
-  // peer then takes one rail, in the order the endpoint advertises, and
-  // peers spread over the rails.
-  if (rails <= 1) return 0;
-  const uint32_t x = codec().hash(peer) ^ codec().hash(own_name_);
-  return (x ^ (x >> 16)) % rails;
-}
-
-uint64_t endpoint::resolve(fi_addr_t a) noexcept {
-  auto* p = &provider();
-  const util::av* av = bound_.av_.get();
-  const uint8_t* e = av->entry(a);
-  if (!e) return 0;
-  proto::addr_header h;
-  part parts[proto::max_parts];
-  size_t n = 0;
-  if (!read_address(e, h, parts, &n)) return 0;  // the codec checked it at insert
-  // shm for a peer on this host; else the first other provider we share,
-  // on one of its rails (pick_rail).
-  const part* use = nullptr;
-  size_t core = 0;
-  size_t rail = 0, rails = 1;
-  for (int pass = 0; pass < 2 && !use; ++pass) {
-    for (size_t i = 0; i < n && !use; ++i) {
-      bool shm = parts[i].id == proto::prov_id::shm;
-      if (pass == 0 && !(shm && same_host(h))) continue;
-      if (pass == 1 && shm) continue;
-      for (size_t k = 0; k < cores_.size(); ++k)
-        if (cores_[k].cd->m.id == parts[i].id) {
-          // Rails: the peer's parts of this provider from i on, ours from k on.
-          size_t theirs = 1, ours = 1;
-          while (i + theirs < n && parts[i + theirs].id == parts[i].id) ++theirs;
-          while (k + ours < cores_.size() && cores_[k + ours].cd->m.id == parts[i].id) ++ours;
-          rails = std::min(theirs, ours);
-          rail = pick_rail(e, rails);
-          use = &parts[i + rail];
-          core = k + rail;
-          break;
-        }
-    }
-  }
-  if (!use) {
-    WEFT_WARN(p, FI_LOG_AV, "fi_addr %llu: no provider of this link reaches that peer",
-              static_cast<unsigned long long>(a));
-    return 0;
-  }
-  core_ep& c = cores_[core];
-  std::vector<uint8_t> buf(c.addrlen, 0);
-  if (!decode_part(c.cd->info->addr_format, core_name(c), use->bytes, use->len, buf.data(),
-                   buf.size())) {
-    WEFT_WARN(p, FI_LOG_AV, "fi_addr %llu: its %s address (%zu bytes) is not one our %s takes",
-              static_cast<unsigned long long>(a), core_name(c), use->len, core_name(c));
-    return 0;
-  }
-  fi_addr_t id = av->report(a);
-  if (fi_av_insert(c.av, buf.data(), 1, &id, FI_AV_USER_ID, nullptr) != 1) {
-    WEFT_WARN(p, FI_LOG_AV, "fi_addr %llu: the %s AV refused the peer's address",
-              static_cast<unsigned long long>(a), core_name(c));
-    return 0;
-  }
-  WEFT_INFO(p, FI_LOG_AV, "fi_addr %llu: through %s", static_cast<unsigned long long>(a),
-            core_name(c));
-  if (rails > 1)
-    WEFT_INFO(p, FI_LOG_AV, "fi_addr %llu: rail %zu of %zu, %s:%s",
-              static_cast<unsigned long long>(a), rail, rails, core_name(c),
-              c.cd->m.domain.c_str());
-  uint64_t r = route_table::make(core, id);
-  if (!routes_.set(a, r)) {
-    fi_av_remove(c.av, &id, 1, 0);
-    return 0;
-  }
-  if (sigs_.size() <= a) {
-    sigs_.resize(a + 1, 0);
-    ids_.resize(a + 1, 0);
-  }
-  sigs_[a] = signature(a);
-  ids_[a] = id;
-  return r;
-}
-
-void endpoint::unroute(fi_addr_t a) noexcept {
-  uint64_t r = routes_.get(a);
-  if (!r) return;
-  routes_.set(a, 0);
-  fi_addr_t ca = route_table::addr_of(r);
-  fi_av_remove(cores_[route_table::core_of(r)].av, &ca, 1, 0);
-  if (a < sigs_.size()) sigs_[a] = 0;
-}
-
-uint64_t endpoint::resolve_on_send(fi_addr_t a) noexcept {
-  if (!enabled_ || !bound_.av_) return 0;
-  std::lock_guard g(ctl_);
-  if (uint64_t r = routes_.get(a)) return r;  // another thread made it
-  uint64_t r = resolve(a);
-  if (!r && !bound_.av_->entry(a))
-    WEFT_WARN(&provider(), FI_LOG_EP_DATA, "fi_addr %llu is not in the endpoint's AV",
-              static_cast<unsigned long long>(a));
-  return r;
-}
-
-void endpoint::av_changed(void* obj, bool inserted_only) noexcept {
-  static_cast<endpoint*>(obj)->resync(inserted_only);
-}
-
-void endpoint::resync(bool inserted_only) noexcept {
-  std::lock_guard g(ctl_);
-  const util::av* av = bound_.av_.get();
-  size_t bound = av->table().bound();
-  // After inserts only: the new indices, and the holes removals left below.
-  size_t from = inserted_only && !holes_ ? scanned_ : 0;
-  size_t holes = 0;
-  std::vector<fi_addr_t> gone;  // the names removed peers had
-  for (size_t a = from; a < bound; ++a) {
-    uint64_t r = routes_.get(a);
-    bool live = av->entry(a) != nullptr;
-    if (r && (!live || (!inserted_only && (a >= sigs_.size() || sigs_[a] != signature(a))))) {
-      if (a < ids_.size()) gone.push_back(ids_[a]);
-      unroute(a);
-      r = 0;
-    }
-    if (r && !inserted_only && ids_[a] != av->report(a)) {
-      // fi_av_set_user_id: the core keeps the peer, under its new name.
-      fi_addr_t ca = route_table::addr_of(r), id = av->report(a);
-      if (fi_av_set_user_id(cores_[route_table::core_of(r)].av, ca, id, 0) == 0) {
-        ids_[a] = id;
-      } else {
-        WEFT_WARN(&provider(), FI_LOG_AV, "fi_addr %llu: the %s AV kept its old user id",
-                  static_cast<unsigned long long>(a), core_name(cores_[route_table::core_of(r)]));
-      }
-    }
-    if (live && !r) r = resolve(a);
-    if (!r) ++holes;
-  }
-  if (from == 0)
-    holes_ = holes;
-  else
-    holes_ += holes;
-  scanned_ = bound;
-  // Messages queued from a removed peer are from an unknown source again
-  // (fi_av(3)); the cores cannot say so to lnx's engine (fi_peer(3) has no
-  // such call), so lnx relabels them itself. Inserting the peer again
-  // names them once more through the cores' foreach_unspec_addr.
-  if (!gone.empty() && engine_) {
-    auto source = [&](fi_peer_rx_entry* e) {
-      return std::find(gone.begin(), gone.end(), e->addr) != gone.end() ? FI_ADDR_NOTAVAIL
-                                                                          : e->addr;
-    };
-    if (locked_)
-      engine_->relabel<util::mutex_lock>(source, true);
-    else
-      engine_->relabel<util::null_lock>(source, true);
-  }
+bool endpoint::route_slow(fi_addr_t dest, fid_ep*& ep, fi_addr_t& addr) noexcept {
+  if (!enabled_) return false;
+  // fi_rx_addr: the peer's route, and the same receive context index in
+  // the core's fi_addr (its AV has the lnx AV's rx_ctx_bits, router::attach).
+  const fi_addr_t mask = router_->base_mask();
+  const fi_addr_t base = dest & mask;
+  uint64_t r = routes_.get(base);
+  if (!r) r = router_->resolve_on_send(base);
+  if (!r) return false;
+  take(r, ep, addr);
+  addr |= dest & ~mask;
+  return true;
 }
 
 // ---- the rest of the endpoint ---------------------------------------------------
@@ -645,34 +564,15 @@ int endpoint::getname(void* addr, size_t* addrlen) {
     *addrlen = proto::addr_bytes;
     return to_fi(errc::toosmall);
   }
-  uint8_t out[proto::addr_bytes] = {};
-  proto::addr_header h{proto::marker, proto::version, {}};
-  host_bytes(h.host);
-  std::memcpy(out, &h, sizeof h);
-  size_t off = sizeof h;
+  // A context's cores answer with their scalable endpoints' names: ours is
+  // the scalable endpoint's too.
+  std::vector<core_domain*> cds;
+  std::vector<struct fid*> named;
   for (core_ep& c : cores_) {
-    uint8_t name[256];
-    size_t len = sizeof name;
-    int ret = fi_getname(&c.ep->fid, name, &len);
-    if (ret == -FI_ETOOSMALL) {
-      WEFT_WARN(&provider(), FI_LOG_EP_CTRL, "fi_getname: the %s address (%zu bytes) is too long",
-                core_name(c), len);
-      return to_fi(errc::other);
-    }
-    if (ret) return ret;
-    uint8_t part[proto::max_part_len];
-    size_t n = encode_part(c.cd->info->addr_format, core_name(c), name, len, part);
-    if (!n || off + 1 + n > proto::addr_bytes) {
-      WEFT_WARN(&provider(), FI_LOG_EP_CTRL,
-                "fi_getname: the %s address does not fit in an lnx address of %zu bytes",
-                core_name(c), proto::addr_bytes);
-      return to_fi(errc::other);
-    }
-    out[off++] = proto::part_byte(c.cd->m.id, n);
-    std::memcpy(out + off, part, n);
-    off += n;
+    cds.push_back(c.cd);
+    named.push_back(&c.ep->fid);
   }
-  std::memcpy(addr, out, proto::addr_bytes);
+  if (int ret = build_address(cds, named, static_cast<uint8_t*>(addr))) return ret;
   *addrlen = proto::addr_bytes;
   return 0;
 }

@@ -16,15 +16,13 @@
 //    (FI_PEER) whose owner is the lnx CQ or counter the application bound;
 //    reading the lnx CQ drives the cores (fi_cq_read(core, NULL, 0)).
 //
-// Routes. An fi_addr of the lnx AV is resolved once, into one core: shm when
-// the peer's address names this host and carries an shm part, else the
-// first other provider both sides have. The core's AV then holds the peer
-// with the lnx fi_addr's reported value (the application's user id, or the
-// fi_addr itself) as its user id (FI_AV_USER_ID), so completions and the
-// engine name senders the way the application does. Resolution runs when
-// the lnx AV changes (av::watch, so a peer inserted before its first
-// message is known by its source) and, for an fi_addr not seen yet, on the
-// first send.
+// Routes (router.hpp): an fi_addr of the lnx AV is resolved once, into one
+// core and that core's fi_addr for the peer, when the lnx AV changes and,
+// for an fi_addr not seen yet, on the first send. A plain endpoint owns its
+// router; the contexts of a scalable endpoint share their endpoint's
+// (sep.cpp), and are lnx endpoints of class FI_CLASS_TX_CTX or
+// FI_CLASS_RX_CTX whose cores are contexts of the cores' scalable
+// endpoints.
 #pragma once
 
 #include <rdma/fi_endpoint.h>
@@ -36,68 +34,17 @@
 #include <vector>
 
 #include "prov/lnx/lnx.hpp"
+#include "prov/lnx/router.hpp"
 #include "util/cntr.hpp"
 #include "util/cq.hpp"
 #include "util/srx_binding.hpp"
 #include "util/endpoint.hpp"
 #include "util/fast_mutex.hpp"
+#include "util/sep.hpp"
 #include "util/srx.hpp"
 #include "util/trigger.hpp"
 
 namespace weft::lnx {
-
-// fi_addr -> route, read without a lock on every send; written under the
-// endpoint's control lock. Chunks never move once made, and the directory is
-// fixed at open (untouched pages of it cost nothing).
-class route_table {
- public:
-  static constexpr unsigned chunk_shift = 9;  // a chunk is one page
-  static constexpr size_t chunk = size_t{1} << chunk_shift;
-  static constexpr size_t max_chunks = size_t{1} << 16;  // 32 Mi peers
-  static constexpr unsigned core_shift = 56;
-  static constexpr uint64_t addr_mask = (uint64_t{1} << core_shift) - 1;
-
-  route_table()
-      : dir_(static_cast<std::atomic<uint64_t>**>(std::calloc(max_chunks, sizeof(void*)))) {
-    if (!dir_) throw std::bad_alloc();
-  }
-  ~route_table() {
-    for (size_t i = 0; i < max_chunks; ++i) delete[] dir_[i];
-    std::free(dir_);
-  }
-  route_table(const route_table&) = delete;
-  route_table& operator=(const route_table&) = delete;
-
-  // 0: no route.
-  uint64_t get(fi_addr_t a) const noexcept {
-    size_t c = a >> chunk_shift;
-    if (c >= max_chunks) [[unlikely]]
-      return 0;
-    std::atomic<uint64_t>* p = std::atomic_ref(dir_[c]).load(std::memory_order_acquire);
-    return p ? p[a & (chunk - 1)].load(std::memory_order_acquire) : 0;
-  }
-  // Under the control lock. false: the fi_addr is beyond the table, or no memory.
-  bool set(fi_addr_t a, uint64_t r) noexcept {
-    size_t c = a >> chunk_shift;
-    if (c >= max_chunks) return false;
-    std::atomic<uint64_t>* p = std::atomic_ref(dir_[c]).load(std::memory_order_relaxed);
-    if (!p) {
-      p = new (std::nothrow) std::atomic<uint64_t>[chunk]();
-      if (!p) return false;
-      std::atomic_ref(dir_[c]).store(p, std::memory_order_release);
-    }
-    p[a & (chunk - 1)].store(r, std::memory_order_release);
-    return true;
-  }
-  static uint64_t make(size_t core, fi_addr_t addr) noexcept {
-    return (uint64_t{core} + 1) << core_shift | (addr & addr_mask);
-  }
-  static size_t core_of(uint64_t r) noexcept { return (r >> core_shift) - 1; }
-  static fi_addr_t addr_of(uint64_t r) noexcept { return r & addr_mask; }
-
- private:
-  std::atomic<uint64_t>** dir_;
-};
 
 class endpoint;
 
@@ -115,18 +62,20 @@ struct cntr_owner : fid_peer_cntr {
 std::unique_ptr<cntr_owner> make_cntr_owner(util::cntr& target);
 int open_core_cntr(fid_domain* dom, cntr_owner& owner, fid_cntr** out) noexcept;
 
+// The fi_info a core's endpoint (or scalable endpoint) is opened with, for
+// an lnx endpoint opened with `info`; nullptr when out of memory.
+fi_info* core_info(const core_domain& cd, const fi_info& info) noexcept;
+
 // One provider of the link, as this endpoint uses it.
 struct core_ep {
   core_domain* cd = nullptr;
-  fid_ep* ep = nullptr;
-  fid_av* av = nullptr;
+  fid_ep* ep = nullptr;  // an endpoint, or a context of the core's scalable endpoint
   fid_ep* srx = nullptr;                            // the core's peer SRX, on our engine's face
   fid_peer_srx* face = nullptr;                     // that face (owned by the engine)
   fi_peer_srx_context srx_ctx{};                    // what the core's fi_srx_context was given
   std::vector<std::pair<util::cq*, int>> wait_fds;  // the peer CQs' fds in lnx CQs
   std::vector<fid_cq*> cqs;                         // peer CQs, in binding order
   std::vector<fid_cntr*> cntrs;                     // peer counters
-  size_t addrlen = 0;                               // the core's fi_getname length
   // Progress schedule (endpoint::progress): driven on every lnx read when
   // `every_read`, else while hot (an operation was posted on it within the
   // last hot_reads reads) and on every idle_stride-th read.
@@ -143,7 +92,13 @@ struct core_ep {
 class endpoint : public util::endpoint_object<endpoint> {
  public:
   static int open(domain& dom, fi_info* info, fid_ep** out, void* context) noexcept;
-  endpoint(domain& dom, const fi_info& info, void* context);
+  // Context `index` of the scalable endpoint whose cores are `cores` (one
+  // core scalable endpoint per core of the domain) and router `r`.
+  static int open_context(domain& dom, const fi_info& info, bool tx, int index,
+                          const std::vector<fid_ep*>& cores, router& r,
+                          std::unique_ptr<util::sep_slot> slot, fid_ep** out,
+                          void* context) noexcept;
+  endpoint(domain& dom, const fi_info& info, size_t fclass, void* context);
   ~endpoint() override;
 
   int close();
@@ -161,8 +116,7 @@ class endpoint : public util::endpoint_object<endpoint> {
   WEFT_ALWAYS_INLINE bool route(fi_addr_t dest, fid_ep*& ep, fi_addr_t& addr) noexcept {
     uint64_t r = routes_.get(dest);
     if (!r) [[unlikely]]
-      r = resolve_on_send(dest);
-    if (!r) return false;
+      return route_slow(dest, ep, addr);
     take(r, ep, addr);
     return true;
   }
@@ -223,7 +177,13 @@ class endpoint : public util::endpoint_object<endpoint> {
   static const fi_ops_tagged* tagged_table(bool shared_rx) noexcept;
 
  private:
-  int open_cores(const fi_info& info);
+  // The core endpoints: opened on the core domains, or (`seps`) as context
+  // `index` of each core's scalable endpoint.
+  int open_cores(const fi_info& info, const std::vector<fid_ep*>* seps = nullptr, int index = 0);
+  // route() for a route not made yet, or a destination naming a receive
+  // context (fi_rx_addr): its core fi_addr names the same context.
+  [[gnu::noinline]] bool route_slow(fi_addr_t dest, fid_ep*& ep, fi_addr_t& addr) noexcept;
+  int query_atomic_bytes() noexcept;
   bool refuse_size(size_t bytes, bool inject) const noexcept;
   int enable();
   int bind_cq(util::cq& c, uint64_t flags);
@@ -231,16 +191,6 @@ class endpoint : public util::endpoint_object<endpoint> {
   // The progress hooks: on lnx CQs, and on lnx counters.
   static void progress_thunk(void* obj) noexcept;
   static void cntr_progress_thunk(void* obj) noexcept;
-  static void av_changed(void* obj, bool inserted_only) noexcept;
-  // Under ctl_: the route of fi_addr a, made now (0 when it cannot be).
-  uint64_t resolve(fi_addr_t a) noexcept;
-  // Which of `rails` rails (0 .. rails-1) carries the messages to and from
-  // the peer whose lnx address is `peer` (the same choice at both ends).
-  size_t pick_rail(const uint8_t* peer, size_t rails) const noexcept;
-  uint64_t resolve_on_send(fi_addr_t a) noexcept;
-  void unroute(fi_addr_t a) noexcept;
-  void resync(bool inserted_only) noexcept;
-  uint64_t signature(fi_addr_t a) const noexcept;
 
   util::ref<domain> domain_;
   uint64_t caps_;
@@ -259,7 +209,14 @@ class endpoint : public util::endpoint_object<endpoint> {
   std::vector<core_ep> cores_;
   std::vector<std::unique_ptr<cq_owner>> cq_owners_;
   std::vector<std::unique_ptr<cntr_owner>> cntr_owners_;
-  route_table routes_;
+  // The routes: our own router (a plain endpoint), or the scalable
+  // endpoint's, and a reader of its table.
+  std::unique_ptr<router> own_router_;
+  router* router_ = nullptr;
+  route_table::reader routes_;
+  bool engine_added_ = false;  // to router_'s engines (enable)
+  // A context's hold on its scalable endpoint (util::sep_slot).
+  std::unique_ptr<util::sep_slot> sep_slot_;
   // Progress schedule (progress_thunk). shm's progress is a few loads when idle;
   // tcp's polls its sockets, a system call, so it runs on every read only
   // while something was posted on it lately, and else on one read in
@@ -286,16 +243,6 @@ class endpoint : public util::endpoint_object<endpoint> {
   // A core's completion met a full lnx CQ and waits in its peer CQ: every
   // peer CQ is read (which hands it over) until none is refused.
   std::atomic<bool> backlog_{false};
-  // Under ctl_: what each resolved fi_addr was resolved from (signature(),
-  // the address) and the user id its core was given, and fi_addrs below
-  // scanned_ that have no route (removed ones).
-  util::fast_mutex ctl_;
-  std::vector<uint64_t> sigs_;
-  std::vector<fi_addr_t> ids_;
-  size_t scanned_ = 0;
-  size_t holes_ = 0;
-  bool watching_ = false;
-  uint8_t own_name_[proto::addr_bytes] = {};  // our lnx address (fi_enable)
 };
 
 }  // namespace weft::lnx

@@ -53,7 +53,7 @@ bool known_member(std::string_view p, proto::prov_id* id) {
 // (ep.cpp binds counters to their endpoints, mr.cpp to their regions).
 // shm and tcp offer both.
 constexpr uint64_t core_caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_PEER | FI_AV_USER_ID |
-                               FI_SOURCE | FI_FENCE | FI_RMA_EVENT | rma_caps;
+                               FI_SOURCE | FI_FENCE | FI_RMA_EVENT | FI_NAMED_RX_CTX | rma_caps;
 constexpr uint64_t any_tag_bits = 0xaaaaaaaaaaaaaaaaULL;  // all 64 bits match (tcp's reasoning)
 
 // Frees a core's list when it goes out of scope.
@@ -79,6 +79,7 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   size_t inject = 0, tx_size = 0, rx_size = 0, tx_iov = 0, rx_iov = 0, max_msg = 0;
   size_t rma_iov = 0, mr_iov = 0;
   size_t cq_data = 0, cq_cnt = 0, ep_cnt = 0, cntr_cnt = 0, mr_cnt = 0;
+  size_t max_tx_ctx = SIZE_MAX, max_rx_ctx = SIZE_MAX;
   std::string dom_name;
   for (size_t i = 0; i < infos.size(); ++i) {
     const fi_info& c = *infos[i];
@@ -102,6 +103,9 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
     ep_cnt = min_nonzero(ep_cnt, c.domain_attr->ep_cnt);
     cntr_cnt = min_nonzero(cntr_cnt, c.domain_attr->cntr_cnt);
     mr_cnt = min_nonzero(mr_cnt, c.domain_attr->mr_cnt);
+    // A scalable endpoint of lnx is one of each core's (sep.cpp).
+    max_tx_ctx = std::min(max_tx_ctx, c.domain_attr->max_ep_tx_ctx);
+    max_rx_ctx = std::min(max_rx_ctx, c.domain_attr->max_ep_rx_ctx);
     if (i && l.members[i].id == l.members[i - 1].id) {  // a further rail (link::name)
       dom_name += std::string(",") + (c.domain_attr->name ? c.domain_attr->name : "");
       continue;
@@ -117,7 +121,7 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   *t->tx_attr = fi_tx_attr{};
   t->tx_attr->caps =
       caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE |
-              FI_TRIGGER);
+              FI_TRIGGER | FI_NAMED_RX_CTX);
   t->tx_attr->rma_iov_limit = rma_iov;
   t->tx_attr->msg_order = tx_order;
   t->tx_attr->inject_size = inject;
@@ -161,8 +165,8 @@ fi_info* combine(const link& l, const std::vector<const fi_info*>& infos) {
   d.ep_cnt = ep_cnt;
   d.tx_ctx_cnt = ep_cnt;
   d.rx_ctx_cnt = ep_cnt;
-  d.max_ep_tx_ctx = 1;
-  d.max_ep_rx_ctx = 1;
+  d.max_ep_tx_ctx = (caps & FI_NAMED_RX_CTX) ? max_tx_ctx : 1;
+  d.max_ep_rx_ctx = (caps & FI_NAMED_RX_CTX) ? max_rx_ctx : 1;
   d.max_ep_stx_ctx = ep_cnt;  // util's shared transmit context (util/stx_ctx.hpp)
   d.max_ep_srx_ctx = ep_cnt;  // util's shared receive context (util/srx_ctx.hpp)
   d.cntr_cnt = cntr_cnt;

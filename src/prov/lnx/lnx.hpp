@@ -12,6 +12,8 @@
 //   domain.cpp   fabric and domain: the cores' fabrics and domains
 //   ep.cpp       the endpoint: its cores' endpoints, bindings, routes, close
 //   xfer.cpp     the data path: sends routed to a core, receives into the engine
+//   router.cpp   routes: which core, and its fi_addr, reaches each peer
+//   sep.cpp      scalable endpoints: one per core, contexts that are lnx endpoints
 #pragma once
 
 #include <rdma/fabric.h>
@@ -69,7 +71,8 @@ inline constexpr uint64_t rma_caps =
 inline constexpr uint64_t offered_caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
                                          FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM |
                                          FI_REMOTE_COMM | FI_AV_USER_ID | FI_FENCE |
-                                         FI_RMA_EVENT | FI_TRIGGER | rma_caps;
+                                         FI_RMA_EVENT | FI_TRIGGER | FI_NAMED_RX_CTX |
+                                         rma_caps;
 
 // A core provider's fi_getinfo for what lnx needs of it (threading and
 // progress from `hints`, which may be null). The list is the caller's.
@@ -77,6 +80,8 @@ int core_getinfo(const member& m, const fi_info* hints, fi_info** out) noexcept;
 
 // The domain's hooks for regions and atomics (mr.cpp, rma.cpp).
 int mr_attach(util::domain& d, util::mr& m, const fi_mr_attr& attr, uint64_t flags) noexcept;
+// fi_scalable_ep (sep.cpp).
+int open_sep(util::domain& d, fi_info* info, fid_ep** out, void* context);
 int query_atomic(util::domain& d, int datatype, int op, fi_atomic_attr* attr,
                  uint64_t flags) noexcept;
 
