@@ -284,6 +284,70 @@ TEST_P(lnx, user_ids_name_senders_through_both_providers) {
   EXPECT_EQ(fi_close(&ids->fid), 0);
 }
 
+// Unexpected messages are bounded by memory, not a count (issue 13, seed
+// 004's problem with shm under libfabric's lnx): a sender floods a peer on
+// this host (shm) with large messages before it posts any receive. The
+// receiver keeps reading its CQ meanwhile; a small message sent after the
+// flood still reaches a receive posted for it (nothing stalls behind the
+// flood), and then every flooded message lands, in order, data intact, and
+// every send completes.
+TEST_P(lnx, a_flood_of_large_unexpected_messages_through_shm_neither_stalls_nor_fails) {
+  constexpr size_t k_msgs = 1000, len = 64 * 1024;  // near the transmit queue (1024)
+  lnx_ep a, b;
+  open(a);
+  open(b);
+  const fi_addr_t to_b = insert(b);
+  std::vector<uint8_t> out(k_msgs * len), in(k_msgs * len, 0);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>((i / len) * 131 + i % 251);
+  std::vector<fi_context> sctx(k_msgs), rctx(k_msgs);
+  size_t sent = 0, send_done = 0;
+  auto drive = [&] {
+    fi_cq_tagged_entry c;
+    ssize_t n = fi_cq_read(a.cq, &c, 1);
+    if (n == 1) ++send_done;
+    else ASSERT_EQ(n, -FI_EAGAIN) << "a send of the flood failed";
+    ASSERT_EQ(fi_cq_read(b.cq, &c, 1), -FI_EAGAIN) << "nothing is posted at b yet";
+  };
+  for (int spins = 0; sent < k_msgs && spins < 1000000; ++spins) {
+    ssize_t r = fi_tsend(a.ep, &out[sent * len], len, nullptr, to_b, 1, &sctx[sent]);
+    if (r == 0) {
+      ++sent;
+      continue;
+    }
+    ASSERT_EQ(r, -FI_EAGAIN);
+    ASSERT_NO_FATAL_FAILURE(drive());
+  }
+  ASSERT_EQ(sent, k_msgs) << "the sender stalled";
+  // b takes the flood in, unexpected.
+  for (int i = 0; i < 20000; ++i) ASSERT_NO_FATAL_FAILURE(drive());
+  // Not stalled behind it.
+  uint64_t small = 0;
+  fi_context sr;
+  ASSERT_EQ(fi_trecv(b.ep, &small, sizeof small, nullptr, FI_ADDR_UNSPEC, 2, 0, &sr), 0);
+  const uint64_t ping = 0x70696e67;
+  ssize_t r;
+  while ((r = fi_tinject(a.ep, &ping, sizeof ping, to_b, 2)) == -FI_EAGAIN)
+    ASSERT_NO_FATAL_FAILURE(drive());
+  ASSERT_EQ(r, 0);
+  fi_cq_tagged_entry c{};
+  ASSERT_TRUE(next(b.cq, c));
+  EXPECT_EQ(c.op_context, &sr);
+  EXPECT_EQ(small, ping);
+  // Then the flood, in order.
+  for (size_t k = 0; k < k_msgs; ++k)
+    ASSERT_EQ(fi_trecv(b.ep, &in[k * len], len, nullptr, FI_ADDR_UNSPEC, 1, 0, &rctx[k]), 0);
+  for (size_t k = 0; k < k_msgs; ++k) {
+    ASSERT_TRUE(next(b.cq, c)) << "receive " << k;
+    EXPECT_EQ(c.op_context, &rctx[k]);
+    EXPECT_EQ(c.len, len);
+  }
+  EXPECT_TRUE(in == out) << "the flood's data";
+  while (send_done < k_msgs) {
+    ASSERT_TRUE(next(a.cq, c)) << send_done << " sends completed";
+    ++send_done;
+  }
+}
+
 // A peer known by a user id and removed from the AV: its messages queued
 // at the receiver are from an unknown source again (fi_av(3);
 // docs/decisions.md), so a later receive names FI_ADDR_NOTAVAIL, not the
