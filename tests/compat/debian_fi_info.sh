@@ -60,6 +60,19 @@ check "fi_info -e shows FI_UDP_IFACE" grep -q "FI_UDP_IFACE" <<<"$env"
 check "fi_info -e shows FI_TCP_IFACE" grep -q "FI_TCP_IFACE" <<<"$env"
 check "fi_info -e shows FI_TCP_CONN_TIMEOUT" grep -q "FI_TCP_CONN_TIMEOUT" <<<"$env"
 check "fi_info -e shows FI_SHM_SINGLE_COPY" grep -q "FI_SHM_SINGLE_COPY" <<<"$env"
+# Every row of every provider's parameter table (src/prov/*/init.cpp).
+for v in FI_UDP_RDM_PEER_TIMEOUT_MS FI_UDP_RDM_UNEXP_LIMIT FI_UDP_RDM_PEER_IDLE_MS \
+         FI_UDP_RDM_ACK_HOLD FI_TCP_KEEPALIVE FI_TCP_UNEXP_LIMIT FI_TCP_LOCAL_CC \
+         FI_TCP_LOCAL_STREAM FI_SHM_SPLIT_COPY FI_SHM_AUTO_SPIN_US FI_SHM_AUTO_HANDOFF \
+         FI_SHM_DIR FI_LNX_PROV_LINKS; do
+  check "fi_info -e shows $v" grep -q "$v" <<<"$env"
+done
+# A value a provider refuses keeps the default and says so, once.
+refused=$(FI_LOG_LEVEL=warn FI_TCP_CONN_TIMEOUT=0 FI_SHM_DIR= run -l 2>&1)
+check "FI_TCP_CONN_TIMEOUT=0 is refused with its reason" \
+  test "$(grep -c 'FI_TCP_CONN_TIMEOUT=0 is refused (it must be at least 1)' <<<"$refused")" -eq 1
+check "FI_SHM_DIR= is refused with its reason" \
+  test "$(grep -c 'FI_SHM_DIR= is refused (it is empty)' <<<"$refused")" -eq 1
 
 # Parameters and FI_PROVIDER steer what fi_getinfo offers.
 only_lo=$(FI_UDP_IFACE=lo run -p udp)

@@ -17,6 +17,7 @@
 #include "core/registry.hpp"
 #include "prov/lnx/lnx.hpp"
 #include "util/info_match.hpp"
+#include "util/params.hpp"
 #include "util/srx.hpp"
 
 namespace weft::lnx {
@@ -38,6 +39,24 @@ fi_provider the_provider = {
 };
 
 config the_config;
+
+// FI_LNX_PROV_LINKS: the links it names. One it cannot use leaves none,
+// and fi_getinfo refuses with the reason (config::error).
+const char* take_links(config& c, const util::param_value& v) {
+  c = parse_links(v.text);
+  if (!c.error.empty())
+    WEFT_WARN(&provider(), FI_LOG_CORE, "%s=%s: %s", v.env, v.text, c.error.c_str());
+  return nullptr;
+}
+
+// The parameters (fi_info -e), into the_config at registration.
+constexpr util::param<config> params[] = {
+    {"prov_links", FI_PARAM_STRING,
+     "The providers lnx links, as 'shm+tcp' or 'shm+tcp:<interface>'; groups "
+     "joined by '|' give several links (default: shm+tcp, tcp on each of its "
+     "interfaces)",
+     take_links},
+};
 
 bool known_member(std::string_view p, proto::prov_id* id) {
   if (p == "shm") return *id = proto::prov_id::shm, true;
@@ -398,19 +417,9 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 fi_provider* weft_lnx_provider() noexcept {
   using namespace weft::lnx;
   static bool defined = [] {
-    fi_param_define(&provider(), "prov_links", FI_PARAM_STRING,
-                    "The providers lnx links, as 'shm+tcp' or 'shm+tcp:<interface>'; groups "
-                    "joined by '|' give several links (default: shm+tcp, tcp on each of its "
-                    "interfaces)");
-    char* value = nullptr;
-    if (fi_param_get_str(&provider(), "prov_links", &value) == 0 && value) {
-      the_config = parse_links(value);
-      if (!the_config.error.empty())
-        WEFT_WARN(&provider(), FI_LOG_CORE, "FI_LNX_PROV_LINKS=%s: %s", value,
-                  the_config.error.c_str());
-    } else {
-      the_config = parse_links("shm+tcp");
-    }
+    // The default link, unless FI_LNX_PROV_LINKS names others.
+    the_config = parse_links("shm+tcp");
+    weft::util::load_params(&provider(), params, the_config);
     return true;
   }();
   (void)defined;

@@ -7,6 +7,7 @@
 #include "util/info_match.hpp"
 #include "util/ip_codec.hpp"
 #include "util/net.hpp"
+#include "util/params.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +61,42 @@ bool names_local_host(const char* node, uint64_t flags) {
   }
   return util::names_this_host(node, flags & FI_NUMERICHOST);
 }
+
+// FI_SHM_AUTO_SPIN_US, kept in nanoseconds.
+const char* spin_us(config& c, const util::param_value& v) {
+  if (v.number < 0) return "it must not be negative";
+  c.auto_spin_ns = static_cast<uint64_t>(v.number) * 1000u;
+  return nullptr;
+}
+
+static_assert(inline_max == 4096, "single_copy's help names the inline limit");
+
+// The parameters (fi_info -e), into the_config at registration; the
+// defaults are config's (shm.hpp).
+constexpr util::param<config> params[] = {
+    {"single_copy", FI_PARAM_BOOL,
+     "Move messages larger than 4096 bytes with one copy (process_vm_readv); "
+     "0 sends them through shared bounce buffers instead (default: 1, falling "
+     "back per peer when the kernel refuses)",
+     util::store<&config::single_copy>},
+    {"split_copy", FI_PARAM_BOOL,
+     "Let sender and receiver each copy part of a large single-copy message, "
+     "on their own cores (default: 1; 0: the receiver copies it alone)",
+     util::store<&config::split_copy>},
+    {"auto_spin_us", FI_PARAM_INT,
+     "Under automatic progress (FI_PROGRESS_AUTO), how long the progress thread "
+     "keeps polling an endpoint after its last message before it sleeps, in "
+     "microseconds (default: 50; 0: it sleeps at once)",
+     spin_us},
+    {"auto_handoff", FI_PARAM_BOOL,
+     "Under FI_THREAD_DOMAIN with automatic progress, let the application and "
+     "the progress thread take turns through one handoff per domain, which "
+     "costs the application thread it is biased to no atomic instruction "
+     "(default: 1; 0: a lock per object, as under FI_THREAD_SAFE)",
+     util::store<&config::auto_handoff>},
+    {"dir", FI_PARAM_STRING, "Directory of the shared-memory regions (default: /dev/shm)",
+     util::not_empty<&config::dir>},
+};
 
 }  // namespace
 
@@ -119,36 +156,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 fi_provider* weft_shm_provider() noexcept {
   using namespace weft::shm;
   static bool defined = [] {
-    fi_param_define(&provider(), "single_copy", FI_PARAM_BOOL,
-                    "Move messages larger than %zu bytes with one copy (process_vm_readv); "
-                    "0 sends them through shared bounce buffers instead (default: 1, falling "
-                    "back per peer when the kernel refuses)",
-                    inline_max);
-    fi_param_define(&provider(), "split_copy", FI_PARAM_BOOL,
-                    "Let sender and receiver each copy part of a large single-copy message, "
-                    "on their own cores (default: 1; 0: the receiver copies it alone)");
-    fi_param_define(&provider(), "auto_spin_us", FI_PARAM_INT,
-                    "Under automatic progress (FI_PROGRESS_AUTO), how long the progress thread "
-                    "keeps polling an endpoint after its last message before it sleeps, in "
-                    "microseconds (default: 50; 0: it sleeps at once)");
-    fi_param_define(&provider(), "auto_handoff", FI_PARAM_BOOL,
-                    "Under FI_THREAD_DOMAIN with automatic progress, let the application and "
-                    "the progress thread take turns through one handoff per domain, which "
-                    "costs the application thread it is biased to no atomic instruction "
-                    "(default: 1; 0: a lock per object, as under FI_THREAD_SAFE)");
-    fi_param_define(&provider(), "dir", FI_PARAM_STRING,
-                    "Directory of the shared-memory regions (default: /dev/shm)");
-    int b = 1;
-    if (fi_param_get_bool(&provider(), "single_copy", &b) == 0) the_config.single_copy = b != 0;
-    b = 1;
-    if (fi_param_get_bool(&provider(), "split_copy", &b) == 0) the_config.split_copy = b != 0;
-    b = 0;
-    if (fi_param_get_bool(&provider(), "auto_handoff", &b) == 0) the_config.auto_handoff = b != 0;
-    int us = 0;
-    if (fi_param_get_int(&provider(), "auto_spin_us", &us) == 0 && us >= 0)
-      the_config.auto_spin_ns = uint64_t(us) * 1000u;
-    char* value = nullptr;
-    if (fi_param_get_str(&provider(), "dir", &value) == 0 && value && *value) the_config.dir = value;
+    weft::util::load_params(&provider(), params, the_config);
     return true;
   }();
   (void)defined;

@@ -7,6 +7,7 @@
 #include "util/info_match.hpp"
 #include "util/ip_codec.hpp"
 #include "util/net.hpp"
+#include "util/params.hpp"
 
 #include <netdb.h>
 
@@ -35,6 +36,39 @@ fi_provider the_provider = {
     .cleanup = nullptr,
 };
 
+// The parameters (fi_info -e), into the_config at registration; the
+// defaults are config's (params.hpp).
+constexpr util::param<config> params[] = {
+    {"iface", FI_PARAM_STRING,
+     "Restrict the tcp provider to the named network interface (default: all)",
+     util::store<&config::iface>},
+    {"conn_timeout", FI_PARAM_INT,
+     "Milliseconds a connection may take to be established, handshake included, "
+     "before its operations fail with FI_ETIMEDOUT (default: 10000)",
+     util::at_least<&config::conn_timeout_ms, 1>},
+    {"keepalive", FI_PARAM_INT,
+     "Seconds a connection may stay silent before the peer is probed; a peer "
+     "that does not answer (its host is gone) fails the connection after about "
+     "2.5 times as long, unacknowledged data too. 0: never (default: 10)",
+     util::at_least<&config::keepalive_s, 0>},
+    {"unexp_limit", FI_PARAM_SIZE_T,
+     "Bytes of unexpected messages an endpoint buffers before it stops reading "
+     "from its peers until receives are posted (default: 268435456)",
+     util::at_least<&config::unexp_limit, 1>},
+    {"local_cc", FI_PARAM_STRING,
+     "TCP congestion control of connections within this host (loopback, or one "
+     "of its own addresses), where there is no congestion to control and a "
+     "pacing algorithm such as bbr slows bulk transfers down; empty: the "
+     "system's default (default: reno)",
+     util::store<&config::local_cc>},
+    {"local_stream", FI_PARAM_BOOL,
+     "Carry FI_EP_MSG connections whose two ends are on this host and belong to "
+     "one user through shared memory after the TCP handshake (the socket then "
+     "only wakes a sleeping peer and ends the connection); manual progress "
+     "only (default: 1)",
+     util::store<&config::local_stream>},
+};
+
 }  // namespace
 
 const config& cfg() noexcept { return the_config; }
@@ -57,44 +91,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 fi_provider* weft_tcp_provider() noexcept {
   using namespace weft::tcp;
   static bool defined = [] {
-    fi_provider* p = &provider();
-    fi_param_define(p, "iface", FI_PARAM_STRING,
-                    "Restrict the tcp provider to the named network interface (default: all)");
-    fi_param_define(p, "conn_timeout", FI_PARAM_INT,
-                    "Milliseconds a connection may take to be established, handshake included, "
-                    "before its operations fail with FI_ETIMEDOUT (default: 10000)");
-    fi_param_define(p, "keepalive", FI_PARAM_INT,
-                    "Seconds a connection may stay silent before the peer is probed; a peer "
-                    "that does not answer (its host is gone) fails the connection after about "
-                    "2.5 times as long, unacknowledged data too. 0: never (default: 10)");
-    fi_param_define(p, "unexp_limit", FI_PARAM_SIZE_T,
-                    "Bytes of unexpected messages an endpoint buffers before it stops reading "
-                    "from its peers until receives are posted (default: 268435456)");
-    fi_param_define(p, "local_cc", FI_PARAM_STRING,
-                    "TCP congestion control of connections within this host (loopback, or one "
-                    "of its own addresses), where there is no congestion to control and a "
-                    "pacing algorithm such as bbr slows bulk transfers down; empty: the "
-                    "system's default (default: reno)");
-    fi_param_define(p, "local_stream", FI_PARAM_BOOL,
-                    "Carry FI_EP_MSG connections whose two ends are on this host and belong to "
-                    "one user through shared memory after the TCP handshake (the socket then "
-                    "only wakes a sleeping peer and ends the connection); manual progress "
-                    "only (default: 1)");
-    char* value = nullptr;
-    if (fi_param_get_str(p, "iface", &value) == 0 && value) the_config.iface = value;
-    value = nullptr;
-    if (fi_param_get_str(p, "local_cc", &value) == 0 && value) the_config.local_cc = value;
-    int ms = 0;
-    if (fi_param_get_int(p, "conn_timeout", &ms) == 0 && ms > 0) the_config.conn_timeout_ms = ms;
-    int keepalive = 0;
-    if (fi_param_get_int(p, "keepalive", &keepalive) == 0 && keepalive >= 0)
-      the_config.keepalive_s = keepalive;
-    int local_stream = 1;
-    if (fi_param_get_bool(p, "local_stream", &local_stream) == 0)
-      the_config.local_stream = local_stream != 0;
-    size_t limit = 0;
-    if (fi_param_get_size_t(p, "unexp_limit", &limit) == 0 && limit > 0)
-      the_config.unexp_limit = limit;
+    weft::util::load_params(&provider(), params, the_config);
     return true;
   }();
   (void)defined;
