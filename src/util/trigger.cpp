@@ -322,6 +322,12 @@ void* trigger_engine::watch_completion(entry& e) noexcept {
   cq* where = is_receive(e.type) ? e.owner->rx_cq.get() : e.owner->tx_cq.get();
   // No CQ: nothing will say when it completes; counted when issued.
   if (!where) return nullptr;
+  // `where` may be a CQ of another domain: an endpoint bound to a peer CQ
+  // writes into its owner's CQ when the owner is util's (cq::write_target),
+  // and that CQ asks its own domain's engine about claims, never this one,
+  // so a claim put on it here would stay. No such endpoint sees deferred
+  // work: lnx, the one owner whose CQs are written so, issues it through its
+  // own domain's engine, and its cores never see FI_TRIGGER.
   void* ctx = e.context;
   if (e.hide) {
     // Its completion carries the request's own provider space (never shown
