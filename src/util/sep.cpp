@@ -143,6 +143,8 @@ int scalable_ep::open(domain& dom, const fi_info& info, size_t max_tx, size_t ma
     fi_info* copy = fi_dupinfo(&info);
     if (!copy) return to_fi(errc::nomem);
     *out = new scalable_ep(dom, hooks, cookie, copy, ntx, nrx, context);
+    WEFT_INFO(dom.provider(), FI_LOG_EP_CTRL,
+              "fi_scalable_ep: %zu transmit and %zu receive contexts", ntx, nrx);
     return 0;
   });
 }

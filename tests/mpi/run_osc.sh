@@ -8,7 +8,8 @@
 # process_vm_readv/writev); and its threaded test under
 # MPI_THREAD_MULTIPLE.
 # On lnx (FI_LNX_PROV_LINKS=shm+tcp:lo): every rank's peers through shm, the
-# windows' RMA and atomics passed through lnx to it.
+# windows' RMA and atomics passed through lnx to it. Last, on 4 ranks, btl
+# ofi with 4 contexts per module, which makes it open scalable endpoints.
 # Usage: run_osc.sh <weft library dir> <shm|tcp|lnx>
 set -u
 lib=${1:?usage: run_osc.sh <weft library dir> <shm|tcp|lnx>}
@@ -71,8 +72,8 @@ preload="$preload$tmp/osc_trace.so"
 # Containers run as root; mpirun refuses that without both variables.
 [ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-run() { # ranks acc_use_amo single_copy single|multiple
-  local n=$1 amo=$2 copy=$3 threads=$4 out=$tmp/out.$1.$2.$3.$4 rc start end
+run() { # ranks acc_use_amo single_copy single|multiple [contexts]
+  local n=$1 amo=$2 copy=$3 threads=$4 ctxs=${5:-1} out=$tmp/out.$1.$2.$3.$4.${5:-1} rc start end
   start=$(date +%s.%N)
   # pml ob1 with btl tcp for the two-sided traffic (and self); btl ofi is
   # in one-sided mode (its default) and carries the windows' traffic.
@@ -91,15 +92,18 @@ run() { # ranks acc_use_amo single_copy single|multiple
     --mca orte_tmpdir_base "$tmp" --bind-to none \
     --mca pml ob1 --mca btl self,tcp,ofi --mca btl_ofi_provider_exclude "" \
     --mca osc rdma --mca osc_rdma_acc_use_amo "$amo" --mca mpi_yield_when_idle 1 \
+    --mca btl_ofi_num_contexts_per_module "$ctxs" \
     -x FI_PROVIDER="$prov" -x FI_LNX_PROV_LINKS="$links" -x FI_SHM_SINGLE_COPY="$copy" -x LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     -x WEFT_LIB_DIR="$lib" -x FI_LOG_LEVEL=info -x LD_PRELOAD="$preload" "${asan[@]}" \
     "$tmp/osc" "$threads" </dev/null >"$out" 2>&1
   rc=$?
   end=$(date +%s.%N)
   grep -v -E '^weft:[0-9]+:[a-z]*:core:|^libfabric:[0-9]+:' "$out"
-  printf 'osc on %d ranks (%s%s, osc_rdma_acc_use_amo %s%s): exit %d, %.1f s\n' "$n" "$prov" \
+  printf 'osc on %d ranks (%s%s, osc_rdma_acc_use_amo %s%s%s): exit %d, %.1f s\n' "$n" "$prov" \
     "$([ "$copy" = 0 ] && echo ', bounce buffers')" "$amo" \
-    "$([ "$threads" = multiple ] && echo ', MPI_THREAD_MULTIPLE')" $rc "$(echo "$end - $start" | bc)"
+    "$([ "$threads" = multiple ] && echo ', MPI_THREAD_MULTIPLE')" \
+    "$([ "$ctxs" != 1 ] && echo ", $ctxs contexts per module: scalable endpoints")" \
+    $rc "$(echo "$end - $start" | bc)"
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
     echo "FAIL: $n ranks timed out"; return 1
   fi
@@ -110,6 +114,14 @@ run() { # ranks acc_use_amo single_copy single|multiple
   local only
   only=$(grep -E '^weft:[0-9]+:core:.*excluded by FI_PROVIDER' "$out" | cut -d: -f2 | sort -u | wc -l)
   [ "$only" -eq "$n" ] || { echo "FAIL: weft's FI_PROVIDER line seen from $only of $n ranks"; return 1; }
+  # More than one context per module: btl ofi opened a scalable endpoint of
+  # this provider on every rank (util::scalable_ep's line).
+  if [ "$ctxs" != 1 ]; then
+    local seps
+    seps=$(grep -E "^weft:[0-9]+:$prov:ep_ctrl:.*fi_scalable_ep: $ctxs transmit and $ctxs receive" "$out" |
+      cut -d: -f2 | sort -u | wc -l)
+    [ "$seps" -eq "$n" ] || { echo "FAIL: a $prov scalable endpoint seen from $seps of $n ranks"; return 1; }
+  fi
   if [ "$copy" = 0 ] && ! grep -q 'through bounce buffers (FI_SHM_SINGLE_COPY=0)' "$out"; then
     echo "FAIL: FI_SHM_SINGLE_COPY=0 did not make shm use bounce buffers"; return 1
   fi
@@ -126,5 +138,8 @@ for n in 2 4; do
   if [ "$prov" = shm ]; then run $n true 0 single || fail=1; fi
   run $n true 1 multiple || fail=1
 done
+# btl ofi over scalable endpoints: 4 contexts per module, each rank's
+# windows served through a scalable endpoint's contexts.
+run 4 true 1 single 4 || fail=1
 [ $fail -eq 0 ] && echo "osc ($prov): passed on 2 and 4 ranks"
 exit $fail
