@@ -17,16 +17,29 @@
 //       void* context, uint64_t flags) noexcept;
 //   uint64_t Ep::tx_op_flags() const noexcept;  // fi_send's default flags
 //   uint64_t Ep::rx_op_flags() const noexcept;
-//   static const fi_provider* Ep::prov() noexcept;  // names it in log lines
+//   const fi_provider* Ep::prov() noexcept;  // names it in log lines (may be static)
 //   util::trigger_site Ep::trigger_site() noexcept;  // for FI_TRIGGER
 //
-// The argument checks every form shares (a null fi_msg, FI_FENCE refused)
-// are made here, so providers cannot drift apart in them. A *msg call with
-// FI_TRIGGER goes to the domain's trigger engine (util/trigger.hpp).
+// and, where the provider offers FI_FENCE (fence.hpp),
+//
+//   template <class Lock> ssize_t Ep::fence(const char* call) noexcept;
+//                                       // 0: the fenced send may go now
+//
+// (without it, FI_FENCE is refused with -FI_EINVAL). `Variant`, when not
+// void, is a std::integral_constant passed on to the send as a second
+// template argument: Ep::send<Lock, Variant::value> (tcp: whether the
+// endpoint is FI_EP_RDM).
+//
+// The argument checks every form shares (a null fi_msg, FI_FENCE, the
+// internal completion bit an application cannot set) are made here, so
+// providers cannot drift apart in them. A *msg call with FI_TRIGGER goes to
+// the domain's trigger engine (util/trigger.hpp).
 #pragma once
 
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_tagged.h>
+
+#include <type_traits>
 
 #include "core/errc.hpp"
 #include "util/fence.hpp"
@@ -35,12 +48,31 @@
 
 namespace weft::util {
 
-template <class Ep, class Lock>
+template <class Ep, class Lock, class Variant = void>
 struct msg_ops {
   static Ep* ep(fid_ep* e) noexcept { return Ep::from(e); }
   static ssize_t tx(fid_ep* e, const iovec* iov, size_t n, fi_addr_t dest, void* ctx,
                     uint64_t flags, uint64_t tag, uint64_t data) noexcept {
-    return ep(e)->template send<Lock>(iov, n, dest, ctx, flags, tag, data);
+    if constexpr (std::is_void_v<Variant>)
+      return ep(e)->template send<Lock>(iov, n, dest, ctx, flags, tag, data);
+    else
+      return ep(e)->template send<Lock, Variant::value>(iov, n, dest, ctx, flags, tag, data);
+  }
+  static constexpr bool fences = requires(Ep& x) { x.template fence<Lock>(""); };
+  // A *msg call with FI_FENCE or FI_TRIGGER (`call` names it). Without fence
+  // support FI_FENCE is refused at the call, triggered or not; with it, a
+  // triggered call keeps the flag for when it is issued.
+  // true: answered, with `ret` (refused, queued for its trigger, or a fence
+  // that must wait); false: go on.
+  static bool gate(fid_ep* e, const char* call, uint64_t& flags, const trigger_call& c,
+                   ssize_t& ret) noexcept {
+    if constexpr (!fences)
+      if (fence_refused(ep(e)->prov(), call, flags)) return ret = to_fi(errc::inval), true;
+    if (flags & FI_TRIGGER) return ret = trig(e, c), true;
+    if constexpr (fences)
+      if ((ret = ep(e)->template fence<Lock>(call))) return true;
+    flags &= ~uint64_t{FI_FENCE};
+    return false;
   }
   // The default flags of a plain send: never the operation's own bits.
   static uint64_t txf(fid_ep* e) noexcept {
@@ -80,10 +112,9 @@ struct msg_ops {
   }
   static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
-    if (flags & (FI_FENCE | FI_TRIGGER)) [[unlikely]] {
-      if (fence_refused(Ep::prov(), "fi_sendmsg", flags)) return to_fi(errc::inval);
-      return trig(e, {.type = FI_OP_SEND, .msg = m, .flags = flags});
-    }
+    ssize_t r;
+    if (flags & (FI_FENCE | FI_TRIGGER)) [[unlikely]]
+      if (gate(e, "fi_sendmsg", flags, {.type = FI_OP_SEND, .msg = m, .flags = flags}, r)) return r;
     return tx(e, m->msg_iov, m->iov_count, m->addr, m->context,
               flags & ~uint64_t{FI_TAGGED | op_no_completion}, 0, m->data);
   }
@@ -132,10 +163,10 @@ struct msg_ops {
   }
   static ssize_t tsendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
     if (!m) return to_fi(errc::inval);
-    if (flags & (FI_FENCE | FI_TRIGGER)) [[unlikely]] {
-      if (fence_refused(Ep::prov(), "fi_tsendmsg", flags)) return to_fi(errc::inval);
-      return trig(e, {.type = FI_OP_TSEND, .tagged = m, .flags = flags});
-    }
+    ssize_t r;
+    if (flags & (FI_FENCE | FI_TRIGGER)) [[unlikely]]
+      if (gate(e, "fi_tsendmsg", flags, {.type = FI_OP_TSEND, .tagged = m, .flags = flags}, r))
+        return r;
     return tx(e, m->msg_iov, m->iov_count, m->addr, m->context,
               (flags & ~op_no_completion) | FI_TAGGED, m->tag, m->data);
   }

@@ -6,6 +6,7 @@
 #include "util/fence.hpp"
 #include "util/trigger.hpp"
 #include "util/iov.hpp"
+#include "util/msg_ops.hpp"
 #include "core/log.hpp"
 #include "prov/tcp/tcp.hpp"
 #include "util/wait.hpp"
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 namespace weft::tcp {
 
@@ -22,153 +24,10 @@ constexpr uint64_t rx_report = FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI
 
 
 // The fi_ops_msg and fi_ops_tagged slots of one (lock policy, endpoint
-// type): every form funnels into endpoint::send / post_msg / post_tag. The
-// operation is carried in the flags: FI_TAGGED, FI_REMOTE_CQ_DATA.
+// type): util's (msg_ops.hpp), funnelled into endpoint::send<Lock, Rdm> /
+// post_msg / post_tag, with tcp's fence (endpoint::fence).
 template <class Lock, bool Rdm>
-struct data_ops {
-  static endpoint* ep(fid_ep* e) noexcept { return endpoint::from(e); }
-  static ssize_t tx(fid_ep* e, const iovec* iov, size_t n, fi_addr_t dest, void* ctx,
-                    uint64_t flags, uint64_t tag, uint64_t data) noexcept {
-    return ep(e)->send<Lock, Rdm>(iov, n, dest, ctx, flags, tag, data);
-  }
-  static uint64_t txf(fid_ep* e) noexcept {
-    return ep(e)->tx_op_flags() & ~uint64_t{FI_TAGGED | FI_REMOTE_CQ_DATA};
-  }
-  static constexpr uint64_t inject_flags = FI_INJECT | no_completion;
-
-  // fi_ops_msg
-  static ssize_t recv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src,
-                      void* ctx) noexcept {
-    iovec iov{buf, len};
-    return ep(e)->post_msg<Lock>(&iov, &desc, 1, src, ctx, ep(e)->rx_op_flags());
-  }
-  static ssize_t recvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src,
-                       void* ctx) noexcept {
-    return ep(e)->post_msg<Lock>(iov, desc, count, src, ctx, ep(e)->rx_op_flags());
-  }
-  static ssize_t recvmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
-    if (!m) return to_fi(errc::inval);
-    if (flags & FI_TRIGGER) [[unlikely]]
-      return util::trigger_intercept(ep(e)->trigger_site(), e,
-                                     {.type = FI_OP_RECV, .msg = m, .flags = flags});
-    return ep(e)->post_msg<Lock>(m->msg_iov, m->desc, m->iov_count, m->addr, m->context, flags);
-  }
-  static ssize_t send(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest,
-                      void* ctx) noexcept {
-    iovec iov{const_cast<void*>(buf), len};
-    return tx(e, &iov, 1, dest, ctx, txf(e), 0, 0);
-  }
-  static ssize_t sendv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dest,
-                       void* ctx) noexcept {
-    return tx(e, iov, count, dest, ctx, txf(e), 0, 0);
-  }
-  static ssize_t sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) noexcept {
-    if (!m) return to_fi(errc::inval);
-    if (flags & (FI_FENCE | FI_TRIGGER)) [[unlikely]] {
-      if (flags & FI_TRIGGER)
-        return util::trigger_intercept(ep(e)->trigger_site(), e,
-                                       {.type = FI_OP_SEND, .msg = m, .flags = flags});
-      if (ssize_t r = ep(e)->fence<Lock>("fi_sendmsg")) return r;
-      flags &= ~FI_FENCE;
-    }
-    return tx(e, m->msg_iov, m->iov_count, m->addr, m->context, flags & ~uint64_t{FI_TAGGED}, 0,
-              m->data);
-  }
-  static ssize_t inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest) noexcept {
-    iovec iov{const_cast<void*>(buf), len};
-    return tx(e, &iov, 1, dest, nullptr, inject_flags, 0, 0);
-  }
-  static ssize_t senddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data,
-                          fi_addr_t dest, void* ctx) noexcept {
-    iovec iov{const_cast<void*>(buf), len};
-    return tx(e, &iov, 1, dest, ctx, txf(e) | FI_REMOTE_CQ_DATA, 0, data);
-  }
-  static ssize_t injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data,
-                            fi_addr_t dest) noexcept {
-    iovec iov{const_cast<void*>(buf), len};
-    return tx(e, &iov, 1, dest, nullptr, inject_flags | FI_REMOTE_CQ_DATA, 0, data);
-  }
-
-  // fi_ops_tagged
-  static ssize_t trecv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag,
-                       uint64_t ignore, void* ctx) noexcept {
-    iovec iov{buf, len};
-    return ep(e)->post_tag<Lock>(&iov, &desc, 1, src, tag, ignore, ctx, ep(e)->rx_op_flags());
-  }
-  static ssize_t trecvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src,
-                        uint64_t tag, uint64_t ignore, void* ctx) noexcept {
-    return ep(e)->post_tag<Lock>(iov, desc, count, src, tag, ignore, ctx, ep(e)->rx_op_flags());
-  }
-  static ssize_t trecvmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
-    if (!m) return to_fi(errc::inval);
-    if (flags & FI_TRIGGER) [[unlikely]]
-      return util::trigger_intercept(ep(e)->trigger_site(), e,
-                                     {.type = FI_OP_TRECV, .tagged = m, .flags = flags});
-    return ep(e)->post_tag<Lock>(m->msg_iov, m->desc, m->iov_count, m->addr, m->tag, m->ignore,
-                                 m->context, flags);
-  }
-  static ssize_t tsend(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t tag,
-                       void* ctx) noexcept {
-    iovec iov{const_cast<void*>(buf), len};
-    return tx(e, &iov, 1, dest, ctx, txf(e) | FI_TAGGED, tag, 0);
-  }
-  static ssize_t tsendv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dest,
-                        uint64_t tag, void* ctx) noexcept {
-    return tx(e, iov, count, dest, ctx, txf(e) | FI_TAGGED, tag, 0);
-  }
-  static ssize_t tsendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) noexcept {
-    if (!m) return to_fi(errc::inval);
-    if (flags & (FI_FENCE | FI_TRIGGER)) [[unlikely]] {
-      if (flags & FI_TRIGGER)
-        return util::trigger_intercept(ep(e)->trigger_site(), e,
-                                       {.type = FI_OP_TSEND, .tagged = m, .flags = flags});
-      if (ssize_t r = ep(e)->fence<Lock>("fi_tsendmsg")) return r;
-      flags &= ~FI_FENCE;
-    }
-    return tx(e, m->msg_iov, m->iov_count, m->addr, m->context, flags | FI_TAGGED, m->tag,
-              m->data);
-  }
-  static ssize_t tinject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest,
-                         uint64_t tag) noexcept {
-    iovec iov{const_cast<void*>(buf), len};
-    return tx(e, &iov, 1, dest, nullptr, inject_flags | FI_TAGGED, tag, 0);
-  }
-  static ssize_t tsenddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data,
-                           fi_addr_t dest, uint64_t tag, void* ctx) noexcept {
-    iovec iov{const_cast<void*>(buf), len};
-    return tx(e, &iov, 1, dest, ctx, txf(e) | FI_TAGGED | FI_REMOTE_CQ_DATA, tag, data);
-  }
-  static ssize_t tinjectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
-                             uint64_t tag) noexcept {
-    iovec iov{const_cast<void*>(buf), len};
-    return tx(e, &iov, 1, dest, nullptr, inject_flags | FI_TAGGED | FI_REMOTE_CQ_DATA, tag, data);
-  }
-
-  static constexpr fi_ops_msg msg_table = {
-      .size = sizeof(fi_ops_msg),
-      .recv = recv,
-      .recvv = recvv,
-      .recvmsg = recvmsg,
-      .send = send,
-      .sendv = sendv,
-      .sendmsg = sendmsg,
-      .inject = inject,
-      .senddata = senddata,
-      .injectdata = injectdata,
-  };
-  static constexpr fi_ops_tagged tagged_table = {
-      .size = sizeof(fi_ops_tagged),
-      .recv = trecv,
-      .recvv = trecvv,
-      .recvmsg = trecvmsg,
-      .send = tsend,
-      .sendv = tsendv,
-      .sendmsg = tsendmsg,
-      .inject = tinject,
-      .senddata = tsenddata,
-      .injectdata = tinjectdata,
-  };
-};
+using data_ops = util::msg_ops<endpoint, Lock, std::bool_constant<Rdm>>;
 
 // An endpoint bound to a shared receive context: its receives are the
 // context's to post (util/srx_port.hpp).

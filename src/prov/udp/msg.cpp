@@ -114,7 +114,9 @@ struct msg_ops {
                                      {.type = FI_OP_SEND, .msg = m, .flags = flags});
     }
     if (flags & FI_REMOTE_CQ_DATA) return to_fi(errc::nosys);  // cq_data_size is 0
-    return ep(e)->send<Lock>(m->msg_iov, m->iov_count, m->addr, m->context, flags);
+    // no_completion is ours: an application's bit 63 asks for nothing.
+    return ep(e)->send<Lock>(m->msg_iov, m->iov_count, m->addr, m->context,
+                             flags & ~no_completion);
   }
   static ssize_t inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest) noexcept {
     iovec iov{const_cast<void*>(buf), len};
