@@ -147,6 +147,103 @@ TEST_P(lnx, a_peer_on_another_host_is_reached_through_tcp) {
   EXPECT_EQ(c.op_context, &s1);
 }
 
+// Scalable endpoints (fi_lnx(7)): fi_rx_addr reaches receive context j of
+// a peer through whichever core carries the peer, shm on this host and tcp
+// to "another host", from each transmit context, and the receiver names the
+// sender by its scalable endpoint's address as its AV holds it.
+TEST_P(lnx, a_scalable_endpoint_s_receive_contexts_are_reached_through_either_provider) {
+  constexpr int n = 2, bits = 1;
+  fi_av_attr aa{};
+  aa.type = FI_AV_TABLE;
+  aa.rx_ctx_bits = bits;
+  fid_av* sav = nullptr;
+  ASSERT_EQ(fi_av_open(domain, &aa, &sav, nullptr), 0);
+  fi_info* si = fi_dupinfo(info);
+  si->caps |= FI_NAMED_RX_CTX;
+  si->tx_attr->caps |= FI_NAMED_RX_CTX;
+  si->ep_attr->tx_ctx_cnt = n;
+  si->ep_attr->rx_ctx_cnt = n;
+  struct scalable {
+    fid_ep* ep = nullptr;
+    fid_ep *tx[n] = {}, *rx[n] = {};
+    fid_cq* cq = nullptr;
+    std::vector<uint8_t> name = std::vector<uint8_t>(addr_bytes);
+  } a, b;
+  for (scalable* s : {&a, &b}) {
+    ASSERT_EQ(fi_scalable_ep(domain, si, &s->ep, nullptr), 0);
+    ASSERT_EQ(fi_scalable_ep_bind(s->ep, &sav->fid, 0), 0);
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_TAGGED;
+    ASSERT_EQ(fi_cq_open(domain, &ca, &s->cq, nullptr), 0);
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(fi_tx_context(s->ep, i, nullptr, &s->tx[i], nullptr), 0);
+      ASSERT_EQ(fi_rx_context(s->ep, i, nullptr, &s->rx[i], nullptr), 0);
+      ASSERT_EQ(fi_ep_bind(s->tx[i], &s->cq->fid, FI_TRANSMIT), 0);
+      ASSERT_EQ(fi_ep_bind(s->rx[i], &s->cq->fid, FI_RECV), 0);
+      ASSERT_EQ(fi_enable(s->tx[i]), 0);
+      ASSERT_EQ(fi_enable(s->rx[i]), 0);
+    }
+    ASSERT_EQ(fi_enable(s->ep), 0);
+    size_t len = addr_bytes;
+    ASSERT_EQ(fi_getname(&s->ep->fid, s->name.data(), &len), 0);
+  }
+  fi_freeinfo(si);
+  recorder rec;
+  auto put = [&](const scalable& s, bool remote) {
+    std::vector<uint8_t> v = s.name;
+    if (remote) v[host_byte] ^= 0x5a;
+    fi_addr_t fa = FI_ADDR_NOTAVAIL;
+    EXPECT_EQ(fi_av_insert(sav, v.data(), 1, &fa, 0, nullptr), 1);
+    return fa;
+  };
+  const fi_addr_t a_near = put(a, false), b_near = put(b, false);
+  const fi_addr_t a_far = put(a, true), b_far = put(b, true);
+  // Each scalable endpoint's one router routes each peer once.
+  EXPECT_EQ(count_through(rec.with("through"), "shm"), 4u);
+  EXPECT_EQ(count_through(rec.with("through"), "tcp"), 4u);
+  for (fi_addr_t dest : {b_near, b_far}) {
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        const uint64_t tag = 100 * (dest == b_far) + 10 * i + j;
+        uint64_t got = 0;
+        fi_context rctx, sctx;
+        ASSERT_EQ(fi_trecv(b.rx[j], &got, sizeof got, nullptr, FI_ADDR_UNSPEC, tag, 0, &rctx), 0);
+        ASSERT_EQ(fi_tsend(a.tx[i], &tag, sizeof tag, nullptr, fi_rx_addr(dest, j, bits), tag,
+                           &sctx),
+                  0);
+        bool sent = false, received = false;
+        fi_addr_t src = FI_ADDR_NOTAVAIL;
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while ((!sent || !received) && std::chrono::steady_clock::now() < until) {
+          fi_cq_tagged_entry c;
+          fi_addr_t from = FI_ADDR_NOTAVAIL;
+          if (fi_cq_readfrom(b.cq, &c, 1, &from) == 1) {
+            EXPECT_EQ(c.op_context, &rctx) << "tag " << tag << ": another receive context";
+            received = true;
+            src = from;
+          }
+          if (fi_cq_read(a.cq, &c, 1) == 1) {
+            EXPECT_EQ(c.op_context, &sctx);
+            sent = true;
+          }
+        }
+        ASSERT_TRUE(sent && received) << "tag " << tag;
+        EXPECT_EQ(got, tag);
+        EXPECT_EQ(src, dest == b_near ? a_near : a_far) << "tag " << tag;
+      }
+    }
+  }
+  for (scalable* s : {&a, &b}) {
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(fi_close(&s->tx[i]->fid), 0);
+      EXPECT_EQ(fi_close(&s->rx[i]->fid), 0);
+    }
+    EXPECT_EQ(fi_close(&s->ep->fid), 0);
+    EXPECT_EQ(fi_close(&s->cq->fid), 0);
+  }
+  EXPECT_EQ(fi_close(&sav->fid), 0);
+}
+
 TEST_P(lnx, a_receive_for_any_source_takes_each_message_once_from_both_providers) {
   lnx_ep a, b;
   open(a);
