@@ -70,9 +70,8 @@ class lnx : public ::testing::TestWithParam<fi_threading> {
     ASSERT_NE(info, nullptr);
     ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
     ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
-    fi_av_attr aa{};
-    aa.type = FI_AV_TABLE;
-    ASSERT_EQ(fi_av_open(domain, &aa, &av, nullptr), 0);
+    av = open_table_av(0);
+    ASSERT_NE(av, nullptr);
   }
   void TearDown() override {
     // The endpoints (the tests' locals) are closed by now.
@@ -101,6 +100,17 @@ class lnx : public ::testing::TestWithParam<fi_threading> {
     ASSERT_EQ(len, addr_bytes);
     e.name.resize(len);
     ASSERT_EQ(fi_getname(&e.ep->fid, e.name.data(), &len), 0);
+  }
+  // Another table AV of the domain, with open flags and rx_ctx_bits;
+  // nullptr (a failure recorded) when it does not open. The test closes it.
+  fid_av* open_table_av(uint64_t flags, int rx_ctx_bits = 0) {
+    fi_av_attr aa{};
+    aa.type = FI_AV_TABLE;
+    aa.flags = flags;
+    aa.rx_ctx_bits = rx_ctx_bits;
+    fid_av* a = nullptr;
+    EXPECT_EQ(fi_av_open(domain, &aa, &a, nullptr), 0);
+    return a;
   }
   // Inserts e's address; `remote`: as if e were on another host.
   fi_addr_t insert(const lnx_ep& e, bool remote = false, fid_av* into = nullptr) {

@@ -153,11 +153,8 @@ TEST_P(lnx, a_peer_on_another_host_is_reached_through_tcp) {
 // sender by its scalable endpoint's address as its AV holds it.
 TEST_P(lnx, a_scalable_endpoint_s_receive_contexts_are_reached_through_either_provider) {
   constexpr int n = 2, bits = 1;
-  fi_av_attr aa{};
-  aa.type = FI_AV_TABLE;
-  aa.rx_ctx_bits = bits;
-  fid_av* sav = nullptr;
-  ASSERT_EQ(fi_av_open(domain, &aa, &sav, nullptr), 0);
+  fid_av* sav = open_table_av(0, bits);
+  ASSERT_NE(sav, nullptr);
   fi_info* si = fi_dupinfo(info);
   si->caps |= FI_NAMED_RX_CTX;
   si->tx_attr->caps |= FI_NAMED_RX_CTX;
@@ -325,11 +322,8 @@ TEST_P(lnx, a_full_receive_cq_delays_completions_and_loses_none) {
 // receive still names its sender by fi_addr.
 TEST_P(lnx, user_ids_name_senders_through_both_providers) {
   ASSERT_TRUE(info->caps & FI_AV_USER_ID) << "lnx offers FI_AV_USER_ID";
-  fi_av_attr aa{};
-  aa.type = FI_AV_TABLE;
-  aa.flags = FI_AV_USER_ID;
-  fid_av* ids = nullptr;
-  ASSERT_EQ(fi_av_open(domain, &aa, &ids, nullptr), 0);
+  fid_av* ids = open_table_av(FI_AV_USER_ID);
+  ASSERT_NE(ids, nullptr);
   {
     lnx_ep a, b;
     open(a);
@@ -450,11 +444,8 @@ TEST_P(lnx, a_flood_of_large_unexpected_messages_through_shm_neither_stalls_nor_
 // docs/decisions.md), so a later receive names FI_ADDR_NOTAVAIL, not the
 // user id it was labelled with when it arrived.
 TEST_P(lnx, a_removed_peer_known_by_a_user_id_leaves_its_queued_messages_unknown) {
-  fi_av_attr aa{};
-  aa.type = FI_AV_TABLE;
-  aa.flags = FI_AV_USER_ID;
-  fid_av* ids = nullptr;
-  ASSERT_EQ(fi_av_open(domain, &aa, &ids, nullptr), 0);
+  fid_av* ids = open_table_av(FI_AV_USER_ID);
+  ASSERT_NE(ids, nullptr);
   {
     lnx_ep a, b;
     open(a);
@@ -511,11 +502,8 @@ TEST_P(lnx, a_removed_peer_known_by_a_user_id_leaves_its_queued_messages_unknown
 // endpoint is enabled names its sender by fi_addr, which the context learns
 // to compare with what the cores report (user ids) only then.
 TEST_P(lnx, a_shared_receive_context_serves_endpoints_through_both_providers) {
-  fi_av_attr aa{};
-  aa.type = FI_AV_TABLE;
-  aa.flags = FI_AV_USER_ID;
-  fid_av* ids = nullptr;
-  ASSERT_EQ(fi_av_open(domain, &aa, &ids, nullptr), 0);
+  fid_av* ids = open_table_av(FI_AV_USER_ID);
+  ASSERT_NE(ids, nullptr);
   fi_rx_attr ra{};
   ra.caps = FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV;
   fid_ep* ctx = nullptr;

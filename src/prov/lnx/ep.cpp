@@ -61,17 +61,23 @@ fi_info* core_info(const core_domain& cd, const fi_info& info) noexcept {
   return ci;
 }
 
-int endpoint::open(domain& dom, fi_info* info, fid_ep** out, void* context) noexcept {
+int endpoint::check_info(const char* call, const fi_info* info, fid_ep** out) noexcept {
   auto* p = &provider();
   if (!info || !out || !info->ep_attr || raw_enum(info->ep_attr->type) != FI_EP_RDM) {
-    WEFT_WARN(p, FI_LOG_EP_CTRL, "lnx offers FI_EP_RDM endpoints only");
+    WEFT_WARN(p, FI_LOG_EP_CTRL, "%s: lnx offers FI_EP_RDM endpoints only", call);
     return to_fi(errc::inval);
   }
   if (info->caps & ~offered_caps) {
-    WEFT_WARN(p, FI_LOG_EP_CTRL, "fi_endpoint: caps 0x%llx are not offered by lnx",
+    WEFT_WARN(p, FI_LOG_EP_CTRL, "%s: caps 0x%llx are not offered by lnx", call,
               static_cast<unsigned long long>(info->caps & ~offered_caps));
     return to_fi(errc::inval);
   }
+  return 0;
+}
+
+int endpoint::open(domain& dom, fi_info* info, fid_ep** out, void* context) noexcept {
+  auto* p = &provider();
+  if (int ret = check_info("fi_endpoint", info, out)) return ret;
   if (int ret = util::refuse_several_contexts(p, *info)) return ret;
   return abi_guard([&]() -> int {
     auto ep = std::make_unique<endpoint>(dom, *info, FI_CLASS_EP, context);
@@ -559,11 +565,6 @@ ssize_t endpoint::tx_size_left() {
 }
 
 int endpoint::getname(void* addr, size_t* addrlen) {
-  if (!addrlen) return to_fi(errc::inval);
-  if (!addr || *addrlen < proto::addr_bytes) {
-    *addrlen = proto::addr_bytes;
-    return to_fi(errc::toosmall);
-  }
   // A context's cores answer with their scalable endpoints' names: ours is
   // the scalable endpoint's too.
   std::vector<core_domain*> cds;
@@ -572,9 +573,7 @@ int endpoint::getname(void* addr, size_t* addrlen) {
     cds.push_back(c.cd);
     named.push_back(&c.ep->fid);
   }
-  if (int ret = build_address(cds, named, static_cast<uint8_t*>(addr))) return ret;
-  *addrlen = proto::addr_bytes;
-  return 0;
+  return get_address(cds, named, addr, addrlen);
 }
 
 }  // namespace weft::lnx

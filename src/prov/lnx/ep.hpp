@@ -92,6 +92,10 @@ struct core_ep {
 class endpoint : public util::endpoint_object<endpoint> {
  public:
   static int open(domain& dom, fi_info* info, fid_ep** out, void* context) noexcept;
+  // What fi_endpoint and fi_scalable_ep (`call`) refuse alike: an fi_info
+  // that is not FI_EP_RDM or asks for caps lnx does not offer. -FI_EINVAL
+  // (logged) or 0.
+  static int check_info(const char* call, const fi_info* info, fid_ep** out) noexcept;
   // Context `index` of the scalable endpoint whose cores are `cores` (one
   // core scalable endpoint per core of the domain) and router `r`.
   static int open_context(domain& dom, const fi_info& info, bool tx, int index,

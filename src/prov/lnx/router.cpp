@@ -45,12 +45,18 @@ int router::attach(util::av& av) noexcept {
   fi_av_attr aa{};
   aa.type = FI_AV_TABLE;
   aa.rx_ctx_bits = av.rx_bits();
+  // After a failed attach a later one goes on from where it stopped: an
+  // AV opened is kept (the destructor closes it), one bound is not bound
+  // again.
   for (core& c : cores_) {
-    int ret = fi_av_open(c.cd->domain, &aa, &c.av, nullptr);
-    if (!ret) ret = fi_ep_bind(c.holder, &c.av->fid, 0);
-    // A core scalable endpoint is enabled once its AV is bound (its
-    // contexts need no more of it).
-    if (!ret && c.holder->fid.fclass == FI_CLASS_SEP) ret = fi_enable(c.holder);
+    int ret = c.av ? 0 : fi_av_open(c.cd->domain, &aa, &c.av, nullptr);
+    if (!ret && !c.bound) {
+      ret = fi_ep_bind(c.holder, &c.av->fid, 0);
+      // A core scalable endpoint is enabled once its AV is bound (its
+      // contexts need no more of it).
+      if (!ret && c.holder->fid.fclass == FI_CLASS_SEP) ret = fi_enable(c.holder);
+      c.bound = ret == 0;
+    }
     if (ret) {
       WEFT_WARN(p, FI_LOG_EP_CTRL, "fi_ep_bind: the %s AV: %s", name_of(c.cd), fi_strerror(-ret));
       return ret;
@@ -266,8 +272,13 @@ void router::resync(bool inserted_only) noexcept {
   }
 }
 
-int build_address(const std::vector<core_domain*>& cores, const std::vector<fid*>& named,
-                  uint8_t* addr) noexcept {
+int get_address(const std::vector<core_domain*>& cores, const std::vector<fid*>& named,
+                void* addr, size_t* addrlen) noexcept {
+  if (!addrlen) return to_fi(errc::inval);
+  if (!addr || *addrlen < proto::addr_bytes) {
+    *addrlen = proto::addr_bytes;
+    return to_fi(errc::toosmall);
+  }
   uint8_t out[proto::addr_bytes] = {};
   proto::addr_header h{proto::marker, proto::version, {}};
   host_bytes(h.host);
@@ -296,6 +307,7 @@ int build_address(const std::vector<core_domain*>& cores, const std::vector<fid*
     off += n;
   }
   std::memcpy(addr, out, proto::addr_bytes);
+  *addrlen = proto::addr_bytes;
   return 0;
 }
 

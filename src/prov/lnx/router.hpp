@@ -147,6 +147,7 @@ class router {
     core_domain* cd = nullptr;
     fid_ep* holder = nullptr;
     fid_av* av = nullptr;
+    bool bound = false;  // av bound to holder (attach)
     size_t addrlen = 0;
   };
   static void av_changed(void* obj, bool inserted_only) noexcept;
@@ -177,10 +178,12 @@ class router {
   uint8_t own_name_[proto::addr_bytes] = {};
 };
 
-// The lnx address of the cores' objects `named` (endpoints or scalable
-// endpoints, one per core of `cores`, in order) into `out`
-// (proto::addr_bytes). 0 or -FI_E* (logged).
-int build_address(const std::vector<core_domain*>& cores, const std::vector<fid*>& named,
-                  uint8_t* out) noexcept;
+// fi_getname of the lnx address built from the cores' objects `named`
+// (endpoints or scalable endpoints, one per core of `cores`, in order):
+// into `addr`, proto::addr_bytes in *addrlen; -FI_ETOOSMALL with the
+// length asked for when it does not fit; -FI_E* (logged) when a core's
+// name cannot be had or does not fit an lnx address.
+int get_address(const std::vector<core_domain*>& cores, const std::vector<fid*>& named,
+                void* addr, size_t* addrlen) noexcept;
 
 }  // namespace weft::lnx

@@ -61,18 +61,16 @@ int open_ctx(util::scalable_ep& sep, bool tx, int index, const fi_info& info,
                                 *s.routes, std::move(slot), out, context);
 }
 
+// The cores' scalable endpoints, as get_address names them.
+std::vector<fid*> named(const sep_cores& s) {
+  std::vector<fid*> v;
+  for (fid_ep* e : s.seps) v.push_back(&e->fid);
+  return v;
+}
+
 int getname(const util::scalable_ep& sep, void* addr, size_t* addrlen) {
-  if (!addrlen) return to_fi(errc::inval);
-  if (!addr || *addrlen < proto::addr_bytes) {
-    *addrlen = proto::addr_bytes;
-    return to_fi(errc::toosmall);
-  }
   const sep_cores& s = *cores_of(sep.cookie());
-  std::vector<fid*> named;
-  for (fid_ep* e : s.seps) named.push_back(&e->fid);
-  if (int ret = build_address(s.cds, named, static_cast<uint8_t*>(addr))) return ret;
-  *addrlen = proto::addr_bytes;
-  return 0;
+  return get_address(s.cds, named(s), addr, addrlen);
 }
 
 void release(uint64_t cookie) noexcept {
@@ -90,15 +88,7 @@ const util::sep_hooks hooks = {
 int open_sep(util::domain& d, fi_info* info, fid_ep** out, void* context) {
   auto* p = &provider();
   auto& dom = static_cast<domain&>(d);
-  if (!info || !out || !info->ep_attr || raw_enum(info->ep_attr->type) != FI_EP_RDM) {
-    WEFT_WARN(p, FI_LOG_EP_CTRL, "fi_scalable_ep: lnx offers FI_EP_RDM endpoints only");
-    return to_fi(errc::inval);
-  }
-  if (info->caps & ~offered_caps) {
-    WEFT_WARN(p, FI_LOG_EP_CTRL, "fi_scalable_ep: caps 0x%llx are not offered by lnx",
-              static_cast<unsigned long long>(info->caps & ~offered_caps));
-    return to_fi(errc::inval);
-  }
+  if (int ret = endpoint::check_info("fi_scalable_ep", info, out)) return ret;
   // The most contexts: what every core offers.
   size_t max_tx = SIZE_MAX, max_rx = SIZE_MAX;
   for (auto& cd : dom.cores()) {
@@ -131,10 +121,9 @@ int open_sep(util::domain& d, fi_info* info, fid_ep** out, void* context) {
     for (size_t k = 0; k < s->seps.size(); ++k) s->routes->set_holder(k, s->seps[k]);
     // The address must hold every core's: found out here rather than by
     // the application's first fi_getname.
-    std::vector<fid*> named;
-    for (fid_ep* e : s->seps) named.push_back(&e->fid);
     uint8_t name[proto::addr_bytes];
-    if (int ret = build_address(s->cds, named, name)) return ret;
+    size_t len = sizeof name;
+    if (int ret = get_address(s->cds, named(*s), name, &len)) return ret;
     int ret = util::scalable_ep::open(dom, *info, max_tx, max_rx, &hooks,
                                       reinterpret_cast<uint64_t>(s.get()), out, context);
     if (ret == 0) s.release();  // the endpoint's now (release)

@@ -11,20 +11,13 @@
 #include <string>
 
 #include "../core/log_capture.hpp"
+#include "util_env.hpp"
 
 namespace weft::util {
 namespace {
 
-fi_provider* prov() {
-  static fi_provider p = [] {
-    fi_provider x{};
-    x.version = 1;
-    x.fi_version = FI_VERSION(1, 21);
-    x.name = const_cast<char*>("ptest");
-    return x;
-  }();
-  return &p;
-}
+// The util tests' provider, named "test": its parameters are FI_TEST_*.
+fi_provider* prov() { return test_env::provider(); }
 
 struct cfg {
   std::string name = "default";
@@ -49,8 +42,8 @@ constexpr param<cfg> table[] = {
     {"zero_or_more", FI_PARAM_INT, "not negative (default: 5)", at_least<&cfg::zero_or_more, 0>},
 };
 
-const char* const vars[] = {"FI_PTEST_NAME",  "FI_PTEST_DIR",   "FI_PTEST_FLAG",
-                            "FI_PTEST_COUNT", "FI_PTEST_BYTES", "FI_PTEST_ZERO_OR_MORE"};
+const char* const vars[] = {"FI_TEST_NAME",  "FI_TEST_DIR",   "FI_TEST_FLAG",
+                            "FI_TEST_COUNT", "FI_TEST_BYTES", "FI_TEST_ZERO_OR_MORE"};
 
 class params_table : public ::testing::Test {
  protected:
@@ -76,10 +69,10 @@ TEST_F(params_table, unset_values_keep_the_defaults_and_every_row_is_listed) {
   int ours = 0;
   for (int i = 0; i < n; ++i) {
     std::string name = list[i].name;
-    if (name.rfind("FI_PTEST_", 0) != 0) continue;
+    if (name.rfind("FI_TEST_", 0) != 0) continue;
     ++ours;
     EXPECT_NE(list[i].help_string, nullptr);
-    if (name == "FI_PTEST_BYTES") {
+    if (name == "FI_TEST_BYTES") {
       EXPECT_EQ(list[i].type, FI_PARAM_SIZE_T);
       EXPECT_STREQ(list[i].help_string, "at least 1 (default: 4096)");
     }
@@ -89,12 +82,12 @@ TEST_F(params_table, unset_values_keep_the_defaults_and_every_row_is_listed) {
 }
 
 TEST_F(params_table, values_set_reach_the_config) {
-  ::setenv("FI_PTEST_NAME", "", 1);  // an empty string is a value for store
-  ::setenv("FI_PTEST_DIR", "/tmp/x", 1);
-  ::setenv("FI_PTEST_FLAG", "off", 1);
-  ::setenv("FI_PTEST_COUNT", "21", 1);
-  ::setenv("FI_PTEST_BYTES", "65536", 1);
-  ::setenv("FI_PTEST_ZERO_OR_MORE", "0", 1);
+  ::setenv("FI_TEST_NAME", "", 1);  // an empty string is a value for store
+  ::setenv("FI_TEST_DIR", "/tmp/x", 1);
+  ::setenv("FI_TEST_FLAG", "off", 1);
+  ::setenv("FI_TEST_COUNT", "21", 1);
+  ::setenv("FI_TEST_BYTES", "65536", 1);
+  ::setenv("FI_TEST_ZERO_OR_MORE", "0", 1);
   cfg c;
   test::log_capture log(FI_LOG_WARN);
   load_params(prov(), table, c);
@@ -108,10 +101,10 @@ TEST_F(params_table, values_set_reach_the_config) {
 }
 
 TEST_F(params_table, a_refused_value_keeps_the_default_and_says_why_once) {
-  ::setenv("FI_PTEST_DIR", "", 1);
-  ::setenv("FI_PTEST_BYTES", "0", 1);
-  ::setenv("FI_PTEST_ZERO_OR_MORE", "-1", 1);
-  ::setenv("FI_PTEST_COUNT", "many", 1);  // does not parse: fi_param_get says so
+  ::setenv("FI_TEST_DIR", "", 1);
+  ::setenv("FI_TEST_BYTES", "0", 1);
+  ::setenv("FI_TEST_ZERO_OR_MORE", "-1", 1);
+  ::setenv("FI_TEST_COUNT", "many", 1);  // does not parse: fi_param_get says so
   cfg c;
   test::log_capture log(FI_LOG_WARN);
   load_params(prov(), table, c);
@@ -119,20 +112,20 @@ TEST_F(params_table, a_refused_value_keeps_the_default_and_says_why_once) {
   EXPECT_EQ(c.bytes, 4096u);
   EXPECT_EQ(c.zero_or_more, 5);
   EXPECT_EQ(c.count, 10);
-  EXPECT_EQ(log.lines_with("FI_PTEST_DIR= is refused (it is empty)").size(), 1u);
-  EXPECT_EQ(log.lines_with("FI_PTEST_BYTES=0 is refused (it must be at least 1)").size(), 1u);
-  EXPECT_EQ(log.lines_with("FI_PTEST_ZERO_OR_MORE=-1 is refused (it must not be negative)").size(),
+  EXPECT_EQ(log.lines_with("FI_TEST_DIR= is refused (it is empty)").size(), 1u);
+  EXPECT_EQ(log.lines_with("FI_TEST_BYTES=0 is refused (it must be at least 1)").size(), 1u);
+  EXPECT_EQ(log.lines_with("FI_TEST_ZERO_OR_MORE=-1 is refused (it must not be negative)").size(),
             1u);
-  EXPECT_EQ(log.lines_with("FI_PTEST_COUNT=many").size(), 1u);
+  EXPECT_EQ(log.lines_with("FI_TEST_COUNT=many").size(), 1u);
 }
 
 TEST_F(params_table, a_size_beyond_what_a_row_can_hold_is_refused) {
-  ::setenv("FI_PTEST_BYTES", "18446744073709551615", 1);
+  ::setenv("FI_TEST_BYTES", "18446744073709551615", 1);
   cfg c;
   test::log_capture log(FI_LOG_WARN);
   load_params(prov(), table, c);
   EXPECT_EQ(c.bytes, 4096u);
-  EXPECT_EQ(log.lines_with("FI_PTEST_BYTES=18446744073709551615 is refused (it is too large)").size(),
+  EXPECT_EQ(log.lines_with("FI_TEST_BYTES=18446744073709551615 is refused (it is too large)").size(),
             1u);
 }
 
